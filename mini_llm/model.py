@@ -1,0 +1,270 @@
+"""A Qwen3 decoder in one file, with one forward path for prefill, decode, chain and tree verification.
+
+Parameter names equal Hugging Face Qwen3's after stripping the `model.` prefix, so loading a checkpoint
+is a shape-checked copy with no renaming.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from .cache import KVCache
+from .config import Config
+
+
+class RMSNorm(nn.Module):
+    """y = w * x / sqrt(mean(x^2) + eps), statistics in fp32."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """positions [T] or [B, T] -> cos, sin [B or 1, T, 1, head_dim/2] in fp32."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=positions.device) / head_dim))
+    freqs = positions.float()[..., None] * inv_freq
+    if freqs.ndim == 2:
+        freqs = freqs[None]
+    return freqs.cos()[:, :, None, :], freqs.sin()[:, :, None, :]
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x [B, T, H, D] by its positions (half-split layout, as in Qwen3), in fp32."""
+    x1, x2 = x.float().chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
+
+
+class Attention(nn.Module):
+    """Grouped-query attention with per-head RMSNorm on queries and keys (Qwen3's QK-norm)."""
+
+    def __init__(self, cfg: Config, layer_idx: int) -> None:
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.n_heads, self.n_kv, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.q_proj = nn.Linear(cfg.hidden_size, self.n_heads * self.head_dim, bias=cfg.attention_bias)
+        self.k_proj = nn.Linear(cfg.hidden_size, self.n_kv * self.head_dim, bias=cfg.attention_bias)
+        self.v_proj = nn.Linear(cfg.hidden_size, self.n_kv * self.head_dim, bias=cfg.attention_bias)
+        self.o_proj = nn.Linear(self.n_heads * self.head_dim, cfg.hidden_size, bias=cfg.attention_bias)
+        self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
+        self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        cache: KVCache | None,
+        attn_mask: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """x [B, T, C]; attn_mask [T, S] bool (S = cached + T) or None for full attention -> [B, T, C]."""
+        B, T, _ = x.shape
+        q = apply_rope(self.q_norm(self.q_proj(x).view(B, T, self.n_heads, self.head_dim)), cos, sin)
+        k = apply_rope(self.k_norm(self.k_proj(x).view(B, T, self.n_kv, self.head_dim)), cos, sin)
+        v = self.v_proj(x).view(B, T, self.n_kv, self.head_dim)
+        k, v = k.transpose(1, 2), v.transpose(1, 2)
+        if cache is not None:
+            k, v = cache.write(self.layer_idx, k, v)
+        # Fold the G query heads that share one KV head into the query axis: [B, n_kv, G*T, D].
+        # Keys and values are read once per KV head, never copied G times.
+        groups = self.n_heads // self.n_kv
+        q = q.view(B, T, self.n_kv, groups, self.head_dim).permute(0, 2, 3, 1, 4).reshape(B, self.n_kv, groups * T, self.head_dim)
+        if attn_mask is not None and groups > 1:
+            attn_mask = attn_mask.repeat(groups, 1)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        out = out.view(B, self.n_kv, groups, T, self.head_dim).permute(0, 3, 1, 2, 4).reshape(B, T, -1)
+        return self.o_proj(out)
+
+
+class MLP(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: Config, layer_idx: int) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.self_attn = Attention(cfg, layer_idx)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x, cos, sin, cache, attn_mask):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, attn_mask)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Transformer(nn.Module):
+    """Qwen3 causal LM. `model(ids, cache=, positions=, mask=, return_hidden=)` is its only forward path."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        if not cfg.tie_word_embeddings:
+            self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed_tokens.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.embed_tokens.weight.dtype
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def new_cache(self, batch_size: int = 1, max_len: int = 2048) -> KVCache:
+        """A KV cache on this model's device and dtype."""
+        return KVCache(self.cfg, batch_size, max_len, dtype=self.dtype, device=self.device)
+
+    def logits_from_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Final norm + LM head: hidden [..., C] (the final-norm input) -> logits [..., V]."""
+        h = self.norm(hidden)
+        return F.linear(h, self.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight)
+
+    def forward(
+        self,
+        ids: torch.Tensor,
+        cache: KVCache | None = None,
+        positions: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        return_hidden: bool = False,
+        hidden_layers: Sequence[int] | None = None,
+    ):
+        """Run T new tokens after the cached prefix.
+
+        ids [B, T]; positions [T] or [B, T] (default: cache.length + arange(T)); mask [T, T] bool among
+        the new tokens (True = may attend; the cached prefix is always visible; default causal).
+        New K/V go to cache slots [length, length + T) and `length` advances by T.
+        Returns logits [B, T, V]; with return_hidden, (logits, hidden [B, T, C]) where hidden is the
+        final-norm input; with hidden_layers too, (logits, hidden, [output of each listed layer]).
+        """
+        if ids.ndim != 2:
+            raise ValueError(f"ids must be [batch, seq], got shape {tuple(ids.shape)}")
+        B, T = ids.shape
+        start = 0
+        if cache is not None:
+            if cache.batch_size != B:
+                raise ValueError(f"ids batch {B} != cache batch_size {cache.batch_size}")
+            start = cache.reserve(T)[0]
+        if positions is None:
+            positions = torch.arange(start, start + T, device=ids.device)
+        elif positions.shape[-1] != T or positions.ndim not in (1, 2):
+            raise ValueError(f"positions must be [{T}] or [B, {T}], got {tuple(positions.shape)}")
+        attn_mask = self._attention_mask(T, start, mask, ids.device)
+        cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta)
+
+        x = self.embed_tokens(ids)
+        wanted = set(hidden_layers or ())
+        layer_outputs = []
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, cache, attn_mask)
+            if i in wanted:
+                layer_outputs.append(x)
+        if cache is not None:
+            cache.advance(T)
+        logits = self.logits_from_hidden(x)
+        if hidden_layers is not None:
+            return logits, x, layer_outputs
+        return (logits, x) if return_hidden else logits
+
+    @staticmethod
+    def _attention_mask(T: int, start: int, mask: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
+        """[T, start + T] bool: the prefix is visible, the new tokens follow `mask` (default causal)."""
+        if mask is None:
+            if T == 1:
+                return None
+            return torch.ones(T, start + T, dtype=torch.bool, device=device).tril(start)
+        if mask.shape != (T, T) or mask.dtype != torch.bool:
+            raise ValueError(f"mask must be a [{T}, {T}] bool tensor, got {tuple(mask.shape)} {mask.dtype}")
+        if start == 0:
+            return mask.to(device)
+        return torch.cat((torch.ones(T, start, dtype=torch.bool, device=device), mask.to(device)), dim=1)
+
+    # ---------------------------------------------------------------- Hugging Face format
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        """Parameters under their Hugging Face Qwen3 names (`model.` prefix, `lm_head.weight` if untied)."""
+        return {
+            (k if k.startswith("lm_head.") else f"model.{k}"): v.detach().contiguous()
+            for k, v in self.state_dict().items()
+        }
+
+    def save_pretrained(self, path: str | Path, dtype: torch.dtype | None = None) -> None:
+        """Write `config.json` + `model.safetensors` (optionally cast to `dtype`, e.g. torch.bfloat16)."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        tensors = {k: (v.to(dtype) if dtype else v).cpu() for k, v in self.hf_state_dict().items()}
+        save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+        cfg = self.cfg.to_hf_dict()
+        cfg["torch_dtype"] = str(dtype or self.dtype).removeprefix("torch.")
+        (path / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str | Path, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
+    ) -> "Transformer":
+        """Load a HF-format Qwen3 folder (config.json + *.safetensors); every bad tensor is named."""
+        path = Path(path)
+        if not path.is_dir():
+            raise FileNotFoundError(f"model folder not found: {path}")
+        cfg = Config.from_json(path / "config.json")
+        tensors = _read_safetensors(path)
+        with torch.device("meta"):
+            model = cls(cfg)
+        expected = {k: v.shape for k, v in model.state_dict().items()}
+        found = {k.removeprefix("model."): v for k, v in tensors.items()}
+        if cfg.tie_word_embeddings:
+            found.pop("lm_head.weight", None)  # some tied checkpoints store the shared matrix twice
+        missing = sorted(set(expected) - set(found))
+        unexpected = sorted(set(found) - set(expected))
+        misshaped = sorted(
+            f"{k}: checkpoint {tuple(found[k].shape)} vs model {tuple(s)}"
+            for k, s in expected.items() if k in found and found[k].shape != s
+        )
+        if missing or unexpected or misshaped:
+            lines = [f"checkpoint {path} does not match its config.json:"]
+            lines += [f"  missing: {k}" for k in missing]
+            lines += [f"  unexpected: {k}" for k in unexpected]
+            lines += [f"  mis-shaped: {k}" for k in misshaped]
+            raise ValueError("\n".join(lines))
+        state = {k: found[k].to(device=device, dtype=dtype) for k in expected}
+        model.load_state_dict(state, assign=True)
+        return model.eval()
+
+
+def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no *.safetensors file in {path} (mini_llm loads safetensors only)")
+    tensors: dict[str, torch.Tensor] = {}
+    for f in files:
+        try:
+            tensors.update(load_file(str(f)))
+        except (SafetensorError, OSError, ValueError) as e:
+            raise ValueError(f"cannot read {f}: {e}") from e
+    return tensors
