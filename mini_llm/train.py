@@ -84,6 +84,8 @@ def prepare_data(args, work: Path):
     from tokenizers import Tokenizer
 
     corpus = build_corpus(include_tests=not args.no_tests)
+    if args.max_files:
+        corpus.train_files, corpus.held_out_files = corpus.train_files[: args.max_files], corpus.held_out_files[: args.max_files]
     tok_dir = Path(args.tokenizer) if args.tokenizer else work / "tokenizer"
     if not (tok_dir / "tokenizer.json").exists():
         if args.tokenizer:
@@ -155,6 +157,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--eval-every", type=int, default=500)
     p.add_argument("--eval-windows", type=int, default=64)
     p.add_argument("--no-tests", action="store_true", help="leave the stdlib's test folders out of the corpus")
+    p.add_argument("--max-files", type=int, default=0, help="use only the first N train and held-out files (for quick tests)")
     p.add_argument("--no-autocast", action="store_true", help="train in fp32 instead of bf16 autocast")
     p.add_argument("--resume", action="store_true")
     p.add_argument("--seed", type=int, default=0)

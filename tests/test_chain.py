@@ -1,0 +1,113 @@
+"""Chain speculative decoding: greedy identity, counters, edge cases, and end-to-end losslessness."""
+import pytest
+import torch
+
+from mini_llm import generate, logits_to_probs
+from tree_spec import SpecOutput, speculative_generate, tree_speculative_generate
+from tree_spec.speedup import chi_square
+from tests.spec_models import perturbed_copy, prompts, random_model
+
+
+@pytest.fixture(scope="module")
+def target():
+    return random_model(seed=0)
+
+
+@pytest.fixture(scope="module")
+def draft(target):
+    return perturbed_copy(target)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 8])
+def test_greedy_chain_decoding_equals_plain_greedy(target, draft, k):
+    accepted = 0
+    for prompt in prompts(target.cfg.vocab_size, 6):
+        expected = generate(target, torch.tensor([prompt]), 24)[0].tolist()
+        out = speculative_generate(target, draft, torch.tensor([prompt]), 24, k=k)
+        assert out.tokens == expected
+        assert len(out.tokens) == out.target_calls + sum(out.accepted_per_call)
+        accepted += sum(out.accepted_per_call)
+    assert accepted > 10  # drafts are really accepted, not only corrected
+
+
+def test_counters_with_a_perfect_and_a_useless_draft(target):
+    prompt = prompts(target.cfg.vocab_size, 1)[0]
+    perfect = speculative_generate(target, target, prompt, 18, k=4)
+    # prefill gives 1 token, then 3 steps of 4 accepted + bonus, then a last step limited to 1 draft
+    assert perfect.accepted_per_call == [4, 4, 4, 1] and perfect.proposed == 13 and perfect.alpha == 1.0
+    assert perfect.target_calls == 5 and perfect.tau == 18 / 5
+    assert perfect.proposed_at_depth == [4, 3, 3, 3] and perfect.acceptance_per_position == [1.0] * 4
+    useless = speculative_generate(target, random_model(seed=9), prompt, 18, k=4)
+    assert useless.tokens == perfect.tokens
+    assert useless.tau == pytest.approx(len(useless.tokens) / useless.target_calls)
+    assert useless.alpha == sum(useless.accepted_per_call) / useless.proposed < 0.2
+
+
+def test_spec_output_definitions():
+    out = SpecOutput(tokens=list(range(10)), target_calls=4, accepted_per_call=[3, 1, 2], proposed=12)
+    assert out.tau == 2.5 and out.alpha == 0.5
+    assert SpecOutput().tau == 0.0 and SpecOutput().alpha == 0.0
+
+
+def test_sampled_chain_is_reproducible(target, draft):
+    prompt = prompts(target.cfg.vocab_size, 1)[0]
+    runs = [
+        speculative_generate(target, draft, prompt, 30, k=3, temperature=0.9, top_p=0.95,
+                             generator=torch.Generator().manual_seed(seed)).tokens
+        for seed in (1, 1, 2)
+    ]
+    assert runs[0] == runs[1] and runs[0] != runs[2] and len(runs[0]) == 30
+
+
+def third_token_law(model, prompt, temperature):
+    """Exact distribution [V] of the third new token when sampling from `model` at `temperature`."""
+    V = model.cfg.vocab_size
+    with torch.inference_mode():
+        p1 = logits_to_probs(model(torch.tensor([prompt]))[0, -1], temperature)
+        seq2 = torch.cat((torch.tensor(prompt).expand(V, -1), torch.arange(V)[:, None]), 1)
+        p2 = logits_to_probs(model(seq2)[:, -1], temperature)  # [V, V]
+        seq3 = torch.cat((seq2.repeat_interleave(V, 0), torch.arange(V).repeat(V)[:, None]), 1)
+        p3 = logits_to_probs(model(seq3)[:, -1], temperature).view(V, V, V)
+    return torch.einsum("a,ab,abc->c", p1, p2, p3)
+
+
+@pytest.mark.parametrize("method", ["chain k=2", "tree [2, 2]"])
+def test_sampled_decoding_follows_the_target_distribution(method):
+    """Third new token of 800 seeded runs vs its exact law (drafts at depths 1 and 2 are verified)."""
+    target = random_model(seed=0, vocab_size=24, std=0.35)
+    draft = perturbed_copy(target, noise=0.03)
+    prompt = [3, 1, 4, 1, 5]
+    expected = third_token_law(target, prompt, temperature=1.0)
+    generator = torch.Generator().manual_seed(0)
+    counts = torch.zeros(target.cfg.vocab_size)
+    accepted = 0
+    for _ in range(800):
+        if method.startswith("chain"):
+            out = speculative_generate(target, draft, prompt, 4, k=2, temperature=1.0, generator=generator)
+        else:
+            out = tree_speculative_generate(target, draft, prompt, 4, branching=[2, 2], temperature=1.0,
+                                            generator=generator)
+        counts[out.tokens[2]] += 1
+        accepted += sum(out.accepted_per_call)
+    assert accepted > 400, accepted
+    statistic, p_value = chi_square(counts, expected)
+    assert p_value > 1e-3, (statistic, p_value)
+
+
+def test_edge_cases(target, draft):
+    prompt = prompts(target.cfg.vocab_size, 1, seed=2)[0]
+    assert speculative_generate(target, draft, prompt, 0).tokens == []
+    one = speculative_generate(target, draft, prompt, 1)
+    assert one.tokens == generate(target, torch.tensor([prompt]), 1)[0].tolist() and one.target_calls == 1
+    full = speculative_generate(target, target, prompt, 20, k=4)
+    j = next(j for j in range(2, 5) if full.tokens[j] not in full.tokens[:j])  # inside step 1's accepted run
+    stopped = speculative_generate(target, target, prompt, 20, k=4, eos_token_id=[full.tokens[j], 10_000])
+    assert stopped.tokens == full.tokens[: j + 1] and stopped.target_calls == 2
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        speculative_generate(target, draft, [1] * 200, 57)
+    with pytest.raises(ValueError, match="k must be"):
+        speculative_generate(target, draft, prompt, 5, k=0)
+    with pytest.raises(ValueError, match="batch size 1"):
+        speculative_generate(target, draft, torch.zeros(2, 3, dtype=torch.long), 5)
+    with pytest.raises(TypeError, match="Drafter"):
+        speculative_generate(target, "draft", prompt, 5)

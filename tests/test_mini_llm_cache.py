@@ -1,0 +1,117 @@
+"""Tree-masked forward, rollback and compaction: the cache operations speculative decoding relies on."""
+import pytest
+import torch
+
+from mini_llm import Transformer
+
+TOL = 1e-4  # fp32, same weights, different kernel shapes: observed differences are ~1e-6
+
+# A 6-node tree: root 0 with children 1 and 2; 1 -> 3, 1 -> 4; 2 -> 5.
+PARENTS = [-1, 0, 0, 1, 1, 2]
+DEPTHS = [0, 1, 1, 2, 2, 2]
+
+
+def ancestors_mask(parents):
+    n = len(parents)
+    mask = torch.zeros(n, n, dtype=torch.bool)
+    for i in range(n):
+        j = i
+        while j != -1:
+            mask[i, j] = True
+            j = parents[j]
+    return mask
+
+
+def path_to(node, parents):
+    path = []
+    while node != -1:
+        path.append(node)
+        node = parents[node]
+    return path[::-1]
+
+
+@pytest.fixture(scope="module")
+def model(tiny_checkpoint):
+    return Transformer.from_pretrained(tiny_checkpoint)
+
+
+@torch.no_grad()
+def test_tree_forward_equals_each_path_as_a_sequence(model):
+    gen = torch.Generator().manual_seed(0)
+    prefix = torch.randint(0, model.cfg.vocab_size, (1, 9), generator=gen)
+    tree = torch.randint(0, model.cfg.vocab_size, (1, len(PARENTS)), generator=gen)
+    cache = model.new_cache(max_len=32)
+    model(prefix, cache=cache)
+    positions = prefix.shape[1] + torch.tensor(DEPTHS)
+    tree_logits = model(tree, cache=cache, positions=positions, mask=ancestors_mask(PARENTS))
+    assert cache.length == prefix.shape[1] + len(PARENTS)
+    for node in range(len(PARENTS)):
+        seq = torch.cat([prefix, tree[:, path_to(node, PARENTS)]], dim=1)
+        alone = model(seq)[:, -1]
+        assert (tree_logits[:, node] - alone).abs().max() < TOL, f"node {node}"
+
+
+@torch.no_grad()
+def test_compact_keeps_accepted_path_like_a_fresh_prefill(model):
+    gen = torch.Generator().manual_seed(1)
+    prefix = torch.randint(0, model.cfg.vocab_size, (1, 7), generator=gen)
+    tree = torch.randint(0, model.cfg.vocab_size, (1, len(PARENTS)), generator=gen)
+    cache = model.new_cache(max_len=32)
+    model(prefix, cache=cache)
+    model(tree, cache=cache, positions=7 + torch.tensor(DEPTHS), mask=ancestors_mask(PARENTS))
+    accepted = [0, 2, 5]
+    cache.compact(7, accepted)
+    assert cache.length == 10
+    nxt = torch.tensor([[3]])
+    got = model(nxt, cache=cache)[:, -1]
+    fresh = model(torch.cat([prefix, tree[:, accepted], nxt], dim=1))[:, -1]
+    assert (got - fresh).abs().max() < TOL
+
+
+@torch.no_grad()
+def test_truncate_rolls_back_like_a_fresh_prefill(model):
+    ids = torch.randint(0, model.cfg.vocab_size, (2, 15), generator=torch.Generator().manual_seed(2))
+    cache = model.new_cache(batch_size=2, max_len=20)
+    model(ids, cache=cache)
+    cache.truncate(9)
+    nxt = torch.tensor([[5], [6]])
+    got = model(nxt, cache=cache)[:, -1]
+    fresh = model(torch.cat([ids[:, :9], nxt], dim=1))[:, -1]
+    assert cache.length == 10
+    assert (got - fresh).abs().max() < TOL
+
+
+@torch.no_grad()
+def test_hidden_states_and_chosen_layers(model):
+    ids = torch.randint(0, model.cfg.vocab_size, (1, 6), generator=torch.Generator().manual_seed(3))
+    logits, hidden = model(ids, return_hidden=True)
+    assert hidden.shape == (1, 6, model.cfg.hidden_size)
+    assert torch.equal(model.logits_from_hidden(hidden), logits)
+    logits2, hidden2, layers = model(ids, hidden_layers=[0, 1])
+    assert len(layers) == 2 and torch.equal(layers[-1], hidden2)  # the last layer's output is the final hidden
+    assert torch.equal(logits2, logits)
+
+
+def test_cache_rejects_bad_operations(model):
+    cache = model.new_cache(max_len=8)
+    with torch.no_grad():
+        model(torch.zeros(1, 5, dtype=torch.long), cache=cache)
+        with pytest.raises(ValueError, match="overflow"):
+            model(torch.zeros(1, 4, dtype=torch.long), cache=cache)
+    assert cache.length == 5, "a rejected forward must not move the cache"
+    with pytest.raises(ValueError, match="truncate"):
+        cache.truncate(6)
+    with pytest.raises(ValueError, match="increasing"):
+        cache.compact(1, [2, 1])
+    with pytest.raises(ValueError, match="lie in"):
+        cache.compact(2, [0, 3])
+
+
+def test_mask_of_wrong_shape_or_dtype_is_rejected(model):
+    ids = torch.zeros(1, 4, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"mask must be a \[4, 4\] bool"):
+        model(ids, mask=torch.ones(3, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="bool"):
+        model(ids, mask=torch.ones(4, 4))
+    with pytest.raises(ValueError, match="positions"):
+        model(ids, positions=torch.arange(5))

@@ -1,0 +1,62 @@
+"""Chain speculative decoding: draft k tokens, verify them in one causal target forward, roll back by truncate."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from mini_llm import KVCache, Transformer, logits_to_probs
+
+from .drafters import Drafter
+from .output import SpecOutput
+from .sampling import verify_chain
+from .tree import build_draft_tree, speculate
+
+
+@torch.inference_mode()
+def speculative_generate(
+    target: Transformer,
+    drafter: Drafter | Transformer,
+    prompt_ids: Sequence[int] | torch.Tensor,
+    max_new_tokens: int,
+    k: int = 4,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    eos_token_id: int | Sequence[int] | None = None,
+) -> SpecOutput:
+    """Each step: the drafter proposes k tokens, the target scores [root, d_1..d_k] in one forward.
+
+    Greedy (temperature 0) keeps the drafts up to the first disagreement and appends the target's
+    own token there (the bonus token if all k agree): exactly `generate(target, prompt, n)`.
+    Sampling uses `verify_chain` (min(1, target/draft) acceptance, residual on rejection).
+    The cache keeps root + accepted drafts: `truncate(start + 1 + n_accepted)`.
+    prompt_ids: list[int] or LongTensor [1, T]. Returns SpecOutput with the new tokens only.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    device = target.device
+
+    def step(drafter: Drafter, cache: KVCache, context: list[int], root: int, max_depth: int):
+        n_draft = min(k, max_depth)
+        tree = build_draft_tree(drafter, context, root, [1] * n_draft, temperature, top_k, top_p, generator)
+        drafts = tree.tokens[1:]
+        start = cache.length
+        logits = target(torch.tensor([tree.tokens], device=device), cache=cache)[0]  # [n_draft + 1, V]
+        if temperature == 0.0:
+            predicted = logits.argmax(-1).tolist()
+            n_accepted = 0
+            while n_accepted < n_draft and predicted[n_accepted] == drafts[n_accepted]:
+                n_accepted += 1
+            next_token = predicted[n_accepted]
+        else:
+            target_probs = logits_to_probs(logits, temperature, top_k, top_p)
+            draft_probs = tree.draft_probs[:n_draft].to(device)
+            n_accepted, next_token = verify_chain(drafts, draft_probs, target_probs, generator)
+        cache.truncate(start + 1 + n_accepted)
+        return drafts[:n_accepted], next_token, n_draft, n_draft
+
+    return speculate(
+        target, drafter, prompt_ids, max_new_tokens, k + 1, step, temperature, top_k, top_p, generator, eos_token_id
+    )

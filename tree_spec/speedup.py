@@ -1,0 +1,262 @@
+"""The speedup math: expected tokens per verify, wall time, break-even, trees, a roofline batch
+table, tail latency and a dependency-free chi-square test.
+
+Notation (DESIGN.md): alpha = acceptance rate of a draft token; k = draft tokens per step; c = the
+cost of one draft token relative to one target forward; verify_overhead = the extra cost of a
+verify pass relative to a plain decode step.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+
+def _check_alpha_k(alpha: float, k: int) -> None:
+    if not 0 <= alpha <= 1:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+
+
+def expected_tokens_per_verify(alpha: float, k: int) -> float:
+    """E = 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha); k + 1 at alpha = 1.
+
+    Tokens committed per target pass, counting the bonus/correction token (tau in DESIGN.md), when
+    each draft token is accepted independently with probability alpha. 3.36 at alpha 0.8, k 4.
+    """
+    _check_alpha_k(alpha, k)
+    return float(k + 1) if alpha == 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+def wall_time_per_token(alpha: float, k: int, c: float) -> float:
+    """(k * c + 1) / E, in units of one target forward: k draft passes plus one verify, per E tokens."""
+    return (k * c + 1) / expected_tokens_per_verify(alpha, k)
+
+
+def expected_speedup(alpha: float, k: int, c: float) -> float:
+    """1 / wall_time_per_token = E / (k * c + 1): the speedup over plain decoding (1 token per forward)."""
+    return 1 / wall_time_per_token(alpha, k, c)
+
+
+def production_speedup(alpha: float, k: int, verify_overhead: float) -> float:
+    """S(alpha, k) = (1 + k * alpha) / (1 + verify_overhead): the course card's production form.
+
+    1 + k * alpha approximates the tokens per step (bonus + accepted drafts, linear in alpha);
+    verify_overhead is the verify pass's extra cost (drafting included) over one decode step.
+    """
+    _check_alpha_k(alpha, k)
+    return (1 + k * alpha) / (1 + verify_overhead)
+
+
+def break_even_alpha(verify_overhead: float, k: int) -> float:
+    """alpha at which production_speedup = 1: 1 + k * alpha = 1 + verify_overhead -> verify_overhead / k.
+
+    verify_overhead grows with concurrency (compute saturates), so the break-even alpha rises too.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    return verify_overhead / k
+
+
+def tree_node_count(branching: Sequence[int]) -> int:
+    """Drafted nodes of a tree (root excluded): w1 + w1*w2 + ... ; [2, 2, 1, 1] -> 14, [3, 3, 2] -> 30."""
+    count, width = 0, 1
+    for w in branching:
+        if w < 1:
+            raise ValueError(f"every branching factor must be >= 1, got {list(branching)}")
+        width *= w
+        count += width
+    return count
+
+
+def tree_verify_tokens(branching: Sequence[int], batch: int = 1) -> int:
+    """Tokens the target processes per verify step: batch * (tree_node_count + 1 for the root).
+
+    [2, 2, 1, 1] at batch 64 -> 960, [3, 3, 2] -> 1984: near compute-bound on a 7B model (see
+    roofline_step_time), where a narrow tree, a chain or no speculation is the better choice.
+    """
+    return batch * (tree_node_count(branching) + 1)
+
+
+def tree_expected_tokens(branching: Sequence[int], hit_rate: float) -> float:
+    """Expected tokens per verify for a tree: 1 + sum_l prod_{j <= l} (1 - (1 - hit_rate)^w_j).
+
+    Model: at level l, each of the w_l candidates under the accepted node independently matches the
+    target's token with probability hit_rate, so the level is passed with probability
+    1 - (1 - hit_rate)^w_l; the walk stops at the first failed level; +1 for the target's own token.
+    A chain (all w = 1) gives expected_tokens_per_verify(hit_rate, len(branching)).
+    """
+    if not 0 <= hit_rate <= 1:
+        raise ValueError(f"hit_rate must be in [0, 1], got {hit_rate}")
+    tree_node_count(branching)  # validates the branching factors
+    expected, reach = 1.0, 1.0
+    for w in branching:
+        reach *= 1 - (1 - hit_rate) ** w
+        expected += reach
+    return expected
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """A model on a GPU; defaults: the chapter's Qwen2.5-7B (bf16) on an H100.
+
+    kv_bytes_per_token = 28 layers * 2 (K, V) * 4 KV heads * 128 dims * 2 bytes = 57,344.
+    """
+
+    params: float = 7.6e9
+    weight_bytes: float = 15.2e9
+    kv_bytes_per_token: float = 57_344
+    bandwidth: float = 3.35e12  # bytes / s
+    peak_flops: float = 989e12  # FLOP / s (dense bf16)
+    efficiency: float = 0.6  # achieved fraction of peak_flops
+    fixed_s: float = 0.3e-3  # per-step overhead (launches, sampling, scheduling)
+
+
+def roofline_step_time(batch: int, tokens_per_seq: int = 1, context: int = 1024, hw: Roofline = Roofline()) -> float:
+    """Seconds for one forward over batch sequences of `context` cached tokens, tokens_per_seq new each.
+
+    t = max(bytes / bandwidth, flops / (peak_flops * efficiency)) + fixed_s, with
+    bytes = weight_bytes + batch * context * kv_bytes_per_token (weights read once per step, each
+    sequence's KV read once) and flops = 2 * params * batch * tokens_per_seq. Assumes memory and
+    compute overlap perfectly and ignores attention FLOPs and the new tokens' KV writes.
+    Decode: tokens_per_seq = 1; chain verify: k + 1.
+    """
+    bytes_moved = hw.weight_bytes + batch * context * hw.kv_bytes_per_token
+    flops = 2 * hw.params * batch * tokens_per_seq
+    return max(bytes_moved / hw.bandwidth, flops / (hw.peak_flops * hw.efficiency)) + hw.fixed_s
+
+
+class SpeedupRow(NamedTuple):
+    batch: int
+    decode_ms: float
+    verify_ms: float
+    speedup: float
+
+
+def speedup_table(
+    batches: Sequence[int] = (1, 4, 16, 64, 128, 256),
+    alpha: float = 0.8,
+    k: int = 4,
+    draft_cost: float = 0.05,
+    context: int = 1024,
+    hw: Roofline = Roofline(),
+) -> list[SpeedupRow]:
+    """Speculative vs plain decoding per batch size, from roofline_step_time.
+
+    speedup = E * decode / (verify + k * draft_cost * decode), with E = expected_tokens_per_verify,
+    decode = step time with 1 token per sequence, verify = step time with k + 1 tokens per sequence,
+    and each draft token costing draft_cost decode steps. The defaults reproduce the chapter's table:
+    batch 1/4/16/64/128/256 -> decode 4.85/4.91/5.12/5.96/7.08/9.32 ms, verify 4.85/4.91/5.12/8.50/
+    16.69/33.09 ms, speedup 2.80/2.80/2.80/2.07/1.31/0.90.
+    """
+    tokens = expected_tokens_per_verify(alpha, k)
+    rows = []
+    for b in batches:
+        decode = roofline_step_time(b, 1, context, hw)
+        verify = roofline_step_time(b, k + 1, context, hw)
+        rows.append(SpeedupRow(b, decode * 1e3, verify * 1e3, tokens * decode / (verify + k * draft_cost * decode)))
+    return rows
+
+
+class TailLatency(NamedTuple):
+    plain_itl: torch.Tensor  # [n_tokens] inter-token latency of plain decoding
+    spec_itl: torch.Tensor  # [n_tokens] inter-token latency with speculation
+    plain_mean: float
+    plain_p99: float
+    spec_mean: float
+    spec_p99: float
+
+
+def simulate_tail(alpha: float, k: int, c: float, n_tokens: int = 1000, seed: int = 0) -> TailLatency:
+    """Inter-token latency (ITL) with and without speculation, in units of one target forward.
+
+    Plain decoding: every token takes 1. Speculation: a step costs k * c + 1 and emits
+    n_accepted + 1 tokens (each draft accepted independently with probability alpha, until the first
+    rejection) in one burst: the step's first token gets ITL = step time, the rest ITL = 0 (they
+    arrive together). The mean ITL drops to ~wall_time_per_token, but the P99 is the full step time,
+    above plain decoding's 1: watch the tail, not only the mean.
+    """
+    _check_alpha_k(alpha, k)
+    generator = torch.Generator().manual_seed(seed)
+    accepted = (torch.rand(n_tokens, k, generator=generator) < alpha).cumprod(-1).sum(-1)  # [steps]
+    emitted = accepted + 1
+    starts = emitted.cumsum(0) - emitted
+    starts = starts[starts < n_tokens]
+    spec = torch.zeros(n_tokens)
+    spec[starts] = k * c + 1
+    plain = torch.ones(n_tokens)
+    return TailLatency(
+        plain, spec, plain.mean().item(), plain.quantile(0.99).item(), spec.mean().item(), spec.quantile(0.99).item()
+    )
+
+
+def _upper_gamma_regularized(a: float, x: float) -> float:
+    """Q(a, x) = Gamma(a, x) / Gamma(a): series for x < a + 1, Lentz continued fraction otherwise."""
+    if x <= 0:
+        return 1.0
+    log_prefactor = -x + a * math.log(x) - math.lgamma(a)
+    eps, tiny = 1e-15, 1e-300
+    if x < a + 1:  # P(a, x) = e^-x x^a / Gamma(a) * sum_n x^n / (a (a+1) ... (a+n))
+        term = total = 1 / a
+        n = a
+        while abs(term) > abs(total) * eps:
+            n += 1
+            term *= x / n
+            total += term
+        return max(0.0, 1 - total * math.exp(log_prefactor))
+    b = x + 1 - a  # Q(a, x) = e^-x x^a / Gamma(a) * 1 / (x + 1 - a - 1 (1 - a) / (x + 3 - a - ...))
+    c, d = 1 / tiny, 1 / b
+    h = d
+    for i in range(1, 10_000):
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1 / d
+        h *= d * c
+        if abs(d * c - 1) < eps:
+            break
+    return h * math.exp(log_prefactor)
+
+
+def chi_square_sf(statistic: float, dof: int) -> float:
+    """P(X >= statistic) for X ~ chi-square(dof) = Q(dof / 2, statistic / 2)."""
+    return _upper_gamma_regularized(dof / 2, statistic / 2)
+
+
+def chi_square(
+    observed: Sequence[float] | torch.Tensor, expected: Sequence[float] | torch.Tensor, min_expected: float = 5.0
+) -> tuple[float, float]:
+    """Pearson goodness-of-fit: observed counts [n] vs expected [n] -> (statistic, p_value).
+
+    `expected` may be counts or probabilities: it is rescaled to the observed total. Bins with
+    expected 0 are dropped (if any of them was observed, the fit is impossible: (inf, 0.0)). Bins
+    with expected < min_expected (the usual validity rule of thumb) are pooled into one bin, which
+    absorbs the smallest remaining bins until it reaches min_expected. dof = bins - 1.
+    """
+    obs = torch.as_tensor(observed, dtype=torch.float64).flatten()
+    exp = torch.as_tensor(expected, dtype=torch.float64).flatten()
+    if obs.shape != exp.shape or (exp < 0).any() or exp.sum() <= 0 or (obs < 0).any():
+        raise ValueError("observed and expected must have the same length, be >= 0, and expected must sum to > 0")
+    exp = exp * (obs.sum() / exp.sum())
+    if (obs[exp == 0] > 0).any():
+        return math.inf, 0.0
+    obs, exp = obs[exp > 0], exp[exp > 0]
+    exp, order = exp.sort()
+    obs = obs[order]
+    n_pooled = int((exp < min_expected).sum())
+    while 0 < n_pooled < len(exp) and exp[:n_pooled].sum() < min_expected:
+        n_pooled += 1
+    if n_pooled > 1:
+        obs = torch.cat((obs[:n_pooled].sum(0, keepdim=True), obs[n_pooled:]))
+        exp = torch.cat((exp[:n_pooled].sum(0, keepdim=True), exp[n_pooled:]))
+    if len(exp) < 2:
+        return 0.0, 1.0
+    statistic = float(((obs - exp) ** 2 / exp).sum())
+    return statistic, chi_square_sf(statistic, len(exp) - 1)
