@@ -31,7 +31,7 @@ PROMPTS = [
 REPRODUCE = """```bash
 # the draft first: it also trains the shared tokenizer (runs/draft/tokenizer)
 python -m mini_llm.train --preset draft --out models/tiny-qwen3-draft --work runs/draft --steps 1500 --lr 3e-3 --eval-every 250
-python -m mini_llm.train --preset target --out models/tiny-qwen3 --work runs/target --tokenizer runs/draft/tokenizer --steps 6500 --lr 3e-3 --eval-every 250
+python -m mini_llm.train --preset target --out models/tiny-qwen3 --work runs/target --tokenizer runs/draft/tokenizer --steps 4000 --lr 3e-3 --eval-every 250
 python -m mini_llm.card models/tiny-qwen3 models/tiny-qwen3-draft
 ```"""
 
@@ -66,6 +66,10 @@ def render(path: Path, log: dict, ms: dict[str, float]) -> str:
     final = log["eval"][-1]
     tokens_seen = final["tokens"]
     role = "target" if log["preset"] == "target" else "draft"
+    args = log["resumed"][-1]["args"] if log.get("resumed") else log["args"]
+    resumes = "".join(
+        f"; stopped and resumed at step {r['step']} with `--steps {r['args']['steps']}`" for r in log.get("resumed", [])
+    )
     lines = [
         f"# {path.name}",
         "",
@@ -93,9 +97,9 @@ def render(path: Path, log: dict, ms: dict[str, float]) -> str:
         "non-whitespace character.",
         "",
         "## Training",
-        f"- AdamW (β 0.9/0.95, weight decay {log['args']['weight_decay']}), peak lr {log['args']['lr']:g}, "
-        f"{log['args']['warmup']} warmup steps then cosine to 10 %, batch {log['args']['batch']} × "
-        f"{log['args']['seq']} tokens, bf16 autocast, {log['args']['steps']} steps",
+        f"- AdamW (β 0.9/0.95, weight decay {args['weight_decay']}), peak lr {args['lr']:g}, "
+        f"{args['warmup']} warmup steps then cosine to 10 %, batch {args['batch']} × "
+        f"{args['seq']} tokens, bf16 autocast, {args['steps']} steps{resumes}",
         f"- tokens seen: {tokens_seen:,} ({tokens_seen / log['train_tokens_in_corpus']:.1f} epochs)",
         f"- time: {log['seconds'] / 60:.0f} minutes on {log['hardware']} (torch {log['torch']}; the machine was shared "
         "with other work, so the time is an upper bound)",

@@ -197,6 +197,7 @@ def main(argv: list[str] | None = None) -> dict:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         step, log = state["step"], state["log"]
+        log.setdefault("resumed", []).append({"step": step, "args": vars(args)})
         print(f"resumed from {ckpt} at step {step}")
 
     gen = torch.Generator().manual_seed(args.seed + step)

@@ -33,3 +33,17 @@ def perturbed_copy(model: Transformer, noise: float = 0.05, seed: int = 1) -> Tr
 def prompts(vocab_size: int, n: int, length: int = 8, seed: int = 0) -> list[list[int]]:
     g = torch.Generator().manual_seed(seed)
     return torch.randint(0, vocab_size, (n, length), generator=g).tolist()
+
+
+def checkpoint_with_tokenizer(folder, seed: int = 0, **overrides):
+    """A random target saved in HF format next to the embedded tokenizer (vocabulary 4096), so the CLIs
+    that read `models/<name>/` run on it; returns the folder."""
+    import shutil
+    from pathlib import Path
+
+    tokenizer_dir = Path(__file__).resolve().parent.parent / "models" / "tiny-qwen3-draft"
+    model = random_model(seed, **{"vocab_size": 4096, "max_position_embeddings": 1024, **overrides})
+    model.save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tokenizer_dir / name, Path(folder) / name)
+    return folder

@@ -1,6 +1,10 @@
 """tree_spec: speculative decoding on mini_llm — token trees, lossless verification, drafters, speedup math."""
 from .chain import speculative_generate
-from .drafters import Drafter, ModelDrafter, QuantizedSelfDrafter, as_drafter
+from .drafters import Drafter, ModelDrafter, QuantizedSelfDrafter, TargetFeatures, as_drafter
+from .dynamic import build_dynamic_tree, dynamic_tree_speculative_generate
+from .feature_drafters import HeadDrafter, MedusaDrafter
+from .head_io import load_head
+from .ngram import NGramDrafter
 from .output import SpecOutput
 from .sampling import residual, verify_chain, verify_tree
 from .speedup import (
@@ -13,9 +17,10 @@ from .tree import (
 )
 
 __all__ = [
-    "Drafter", "DraftTree", "ModelDrafter", "QuantizedSelfDrafter", "SpecOutput", "accept_greedy", "as_drafter",
-    "break_even_alpha", "build_draft_tree", "chi_square", "depths", "expected_speedup", "expected_tokens_per_verify",
-    "positions", "residual", "roofline_step_time", "simulate_tail", "speculative_generate", "speedup_table",
-    "tree_expected_tokens", "tree_mask", "tree_speculative_generate", "validate_parents", "verify_chain",
-    "verify_tree", "wall_time_per_token",
+    "Drafter", "DraftTree", "HeadDrafter", "MedusaDrafter", "ModelDrafter", "NGramDrafter", "QuantizedSelfDrafter",
+    "SpecOutput", "TargetFeatures", "accept_greedy", "as_drafter", "break_even_alpha", "build_draft_tree",
+    "build_dynamic_tree", "chi_square", "depths", "dynamic_tree_speculative_generate", "expected_speedup",
+    "expected_tokens_per_verify", "load_head", "positions", "residual", "roofline_step_time", "simulate_tail",
+    "speculative_generate", "speedup_table", "tree_expected_tokens", "tree_mask", "tree_speculative_generate",
+    "validate_parents", "verify_chain", "verify_tree", "wall_time_per_token",
 ]

@@ -10,7 +10,7 @@ from mini_llm import KVCache, Transformer, logits_to_probs
 from .drafters import Drafter
 from .output import SpecOutput
 from .sampling import verify_chain
-from .tree import build_draft_tree, speculate
+from .tree import build_draft_tree, speculate, target_forward
 
 
 @torch.inference_mode()
@@ -43,7 +43,8 @@ def speculative_generate(
         tree = build_draft_tree(drafter, context, root, [1] * n_draft, temperature, top_k, top_p, generator)
         drafts = tree.tokens[1:]
         start = cache.length
-        logits = target(torch.tensor([tree.tokens], device=device), cache=cache)[0]  # [n_draft + 1, V]
+        ids = torch.tensor([tree.tokens], device=device)
+        logits, feats = target_forward(target, drafter, ids, cache)  # [n_draft + 1, V]
         if temperature == 0.0:
             predicted = logits.argmax(-1).tolist()
             n_accepted = 0
@@ -55,7 +56,7 @@ def speculative_generate(
             draft_probs = tree.draft_probs[:n_draft].to(device)
             n_accepted, next_token = verify_chain(drafts, draft_probs, target_probs, generator)
         cache.truncate(start + 1 + n_accepted)
-        return drafts[:n_accepted], next_token, n_draft, n_draft
+        return drafts[:n_accepted], next_token, n_draft, n_draft, feats and feats.rows(range(n_accepted + 1))
 
     return speculate(
         target, drafter, prompt_ids, max_new_tokens, k + 1, step, temperature, top_k, top_p, generator, eos_token_id

@@ -4,12 +4,16 @@ A drafter answers one question: given the committed context and the tree drafted
 its next-token logits after each frontier node? `build_draft_tree` grows trees level by level with
 it, and a chain is the tree with branching [1] * k, so both generators take any drafter.
 Feature-level drafters (Medusa, EAGLE, MTP) answer the same question from the target's hidden
-states, which the generators will hand them when they are added.
+states: a drafter that sets `feature_layers` (not None) gets, through `observe`, the target's
+features of every committed token, in order: all prompt rows after the prefill, then after each
+verify pass the rows of the accepted path (root first). So before each `next_logits` call it has
+seen exactly one feature row per context token.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -18,8 +22,32 @@ from mini_llm import KVCache, Transformer, quantized_copy
 from .topology import depths, tree_mask
 
 
+@dataclass
+class TargetFeatures:
+    """What a verify pass hands a feature-level drafter, one row per token it fed.
+
+    hidden [n, C]: the target's final-norm input; layers: the outputs [n, C] of the decoder layers
+    listed in the drafter's `feature_layers`, in that order (empty when it lists none).
+    """
+
+    hidden: torch.Tensor
+    layers: tuple[torch.Tensor, ...] = ()
+
+    def rows(self, index: Sequence[int]) -> "TargetFeatures":
+        """The rows `index` (e.g. an accepted tree path, in path order) of every tensor."""
+        idx = torch.as_tensor(list(index), dtype=torch.long, device=self.hidden.device)
+        return TargetFeatures(self.hidden[idx], tuple(x[idx] for x in self.layers))
+
+
 class Drafter(ABC):
-    """Interface of every draft source. `calls` counts its forward passes (SpecOutput.draft_calls)."""
+    """Interface of every draft source. `calls` counts its forward passes (SpecOutput.draft_calls).
+
+    feature_layers: None for drafters that read tokens only; a tuple of target layer indices
+    (empty for the last hidden state only) for feature-level drafters, which then receive
+    `observe(features)` calls from the generation loop.
+    """
+
+    feature_layers: tuple[int, ...] | None = None
 
     def __init__(self) -> None:
         self.calls = 0
@@ -37,6 +65,9 @@ class Drafter(ABC):
     @abstractmethod
     def reset(self, max_len: int) -> None:
         """Start a new sequence; context plus drafted nodes will not exceed `max_len` tokens."""
+
+    def observe(self, features: TargetFeatures) -> None:
+        """Take the target's features of the next committed tokens (only if `feature_layers` is set)."""
 
     @abstractmethod
     def next_logits(

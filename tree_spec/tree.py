@@ -14,19 +14,24 @@ import torch
 
 from mini_llm import KVCache, Transformer, logits_to_probs, sample_next
 
-from .drafters import Drafter, as_drafter
+from .drafters import Drafter, TargetFeatures, as_drafter
 from .output import SpecOutput
 from .sampling import verify_tree
 from .speedup import tree_node_count
 from .topology import depths, positions, tree_mask, validate_parents
 
 __all__ = [
-    "DraftTree", "accept_greedy", "build_draft_tree", "depths", "positions", "tree_mask",
+    "DraftTree", "accept_greedy", "build_draft_tree", "depths", "positions", "target_forward", "tree_mask",
     "tree_speculative_generate", "validate_parents",
 ]
 
-# step(drafter, cache, context, root, max_depth) -> (accepted draft tokens, next token, proposed, drafted depth)
-Step = Callable[[Drafter, KVCache, list[int], int, int], tuple[list[int], int, int, int]]
+# step(drafter, cache, context, root, max_depth) -> (accepted draft tokens, next token, proposed, drafted depth,
+#                                                     target features of the committed rows or None)
+Step = Callable[
+    [Drafter, KVCache, list[int], int, int], tuple[list[int], int, int, int, TargetFeatures | None]
+]
+# grow(drafter, context, root, max_depth) -> the tree to verify, at most max_depth deep
+Grow = Callable[[Drafter, list[int], int, int], "DraftTree"]
 
 
 @dataclass
@@ -115,6 +120,62 @@ def accept_greedy(tokens: Sequence[int], parents: Sequence[int], target_logits: 
     return path
 
 
+def target_forward(
+    target: Transformer,
+    drafter: Drafter,
+    ids: torch.Tensor,
+    cache: KVCache,
+    positions: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, TargetFeatures | None]:
+    """One target pass over ids [1, n] -> (logits [n, V], features of the n rows or None).
+
+    Features come for free from the same pass, and only when the drafter asks for them
+    (`drafter.feature_layers` is not None).
+    """
+    if drafter.feature_layers is None:
+        return target(ids, cache=cache, positions=positions, mask=mask)[0], None
+    layers = list(drafter.feature_layers)
+    out = target(ids, cache=cache, positions=positions, mask=mask, return_hidden=True, hidden_layers=layers or None)
+    by_layer = dict(zip(sorted(set(layers)), out[2])) if layers else {}  # the model returns them in layer order
+    feats = TargetFeatures(out[1][0], tuple(by_layer[i][0] for i in layers))
+    return out[0][0], feats
+
+
+def tree_step(
+    target: Transformer,
+    grow: Grow,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> Step:
+    """The step of tree decoding: `grow` a tree, verify it in one target pass, compact the accepted path.
+
+    Shared by static trees (`tree_speculative_generate`) and dynamic ones (`tree_spec.dynamic`).
+    """
+    device = target.device
+
+    def step(drafter: Drafter, cache: KVCache, context: list[int], root: int, max_depth: int):
+        tree = grow(drafter, context, root, max_depth)
+        start = cache.length
+        ids = torch.tensor([tree.tokens], device=device)
+        pos, mask = positions(tree.parents, start, device), tree_mask(tree.parents, device)
+        logits, feats = target_forward(target, drafter, ids, cache, pos, mask)  # one pass for the whole tree
+        if temperature == 0.0:
+            path = accept_greedy(tree.tokens, tree.parents, logits)
+            next_token = int(logits[path[-1]].argmax())
+        else:
+            target_probs = logits_to_probs(logits, temperature, top_k, top_p)
+            draft_probs = tree.draft_probs.to(device)
+            path, next_token = verify_tree(tree.tokens, tree.parents, draft_probs, target_probs, generator)
+        cache.compact(start, path)
+        depth = max(depths(tree.parents))
+        return [tree.tokens[i] for i in path[1:]], next_token, len(tree.tokens) - 1, depth, feats and feats.rows(path)
+
+    return step
+
+
 @torch.inference_mode()
 def tree_speculative_generate(
     target: Transformer,
@@ -135,24 +196,11 @@ def tree_speculative_generate(
     prompt_ids: list[int] or LongTensor [1, T]. Returns SpecOutput with the new tokens only.
     """
     branching = list(branching)
-    device = target.device
 
-    def step(drafter: Drafter, cache: KVCache, context: list[int], root: int, max_depth: int):
-        tree = build_draft_tree(drafter, context, root, branching[:max_depth], temperature, top_k, top_p, generator)
-        start = cache.length
-        ids = torch.tensor([tree.tokens], device=device)
-        pos, mask = positions(tree.parents, start, device), tree_mask(tree.parents, device)
-        logits = target(ids, cache=cache, positions=pos, mask=mask)[0]  # [n, V]: one pass for the whole tree
-        if temperature == 0.0:
-            path = accept_greedy(tree.tokens, tree.parents, logits)
-            next_token = int(logits[path[-1]].argmax())
-        else:
-            target_probs = logits_to_probs(logits, temperature, top_k, top_p)
-            draft_probs = tree.draft_probs.to(device)
-            path, next_token = verify_tree(tree.tokens, tree.parents, draft_probs, target_probs, generator)
-        cache.compact(start, path)
-        return [tree.tokens[i] for i in path[1:]], next_token, len(tree.tokens) - 1, len(branching[:max_depth])
+    def grow(drafter: Drafter, context: list[int], root: int, max_depth: int) -> DraftTree:
+        return build_draft_tree(drafter, context, root, branching[:max_depth], temperature, top_k, top_p, generator)
 
+    step = tree_step(target, grow, temperature, top_k, top_p, generator)
     return speculate(
         target, drafter, prompt_ids, max_new_tokens, tree_node_count(branching) + 1, step,
         temperature, top_k, top_p, generator, eos_token_id,
@@ -177,6 +225,8 @@ def speculate(
     `step` drafts at most `max_depth` tokens deep (so a step never overshoots max_new_tokens),
     verifies them against `cache` (which holds every committed token but the root) and leaves the
     cache holding the committed ones. `draft_room`: the most nodes one verify pass feeds.
+    A feature-level drafter observes the prefill's rows, then each step's committed rows (root and
+    accepted drafts, in path order), so it always holds one feature row per context token.
     """
     start_time = time.perf_counter()
     prompt = _prompt_list(prompt_ids)
@@ -200,13 +250,17 @@ def speculate(
     drafter.reset(max_len)
     draft_calls = drafter.calls
 
-    logits = target(torch.tensor([prompt], device=target.device), cache=cache)[:, -1]
+    logits, feats = target_forward(target, drafter, torch.tensor([prompt], device=target.device), cache)
+    if feats is not None:
+        drafter.observe(feats)
     out.target_calls = 1
-    out.tokens.append(int(sample_next(logits, temperature, top_k, top_p, generator)))
+    out.tokens.append(int(sample_next(logits[-1:], temperature, top_k, top_p, generator)))
     while len(out.tokens) < max_new_tokens and out.tokens[-1] not in eos:
         max_depth = max_new_tokens - len(out.tokens) - 1
         context, root = prompt + out.tokens[:-1], out.tokens[-1]
-        accepted, next_token, proposed, depth = step(drafter, cache, context, root, max_depth)
+        accepted, next_token, proposed, depth, feats = step(drafter, cache, context, root, max_depth)
+        if feats is not None:
+            drafter.observe(feats)
         new = accepted + [next_token]
         stop = next((i for i, t in enumerate(new) if t in eos), len(new) - 1)
         out.record_verify(min(len(accepted), stop + 1), proposed, depth)

@@ -1,0 +1,1 @@
+"""Hands-on exercises and their judge (`python practice/judge.py`)."""

@@ -1,0 +1,80 @@
+"""Greedy tree acceptance, compared exactly; mistakes: the child's own row, tokens instead of ids, no root."""
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from practice.judgekit.compare import tokens_mismatch
+from practice.judgekit.spec import Case, Context, Mistake
+
+FUNCTIONS = ("accept_greedy",)
+NEEDS_MODEL = False
+VOCAB = 16
+WIDE = [-1, 0, 0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+
+# (name, parents, nodes whose token is set to the target's argmax at their parent, seed)
+SETUPS = [
+    ("nothing accepted", WIDE, [], 0),
+    ("full depth via the second child", WIDE, [2, 6, 10, 14], 1),
+    ("stops mid-tree", WIDE, [1, 3, 12], 2),
+    ("chain", [-1, 0, 1, 2, 3, 4], [1, 2, 3], 3),
+]
+
+
+def make_tree(parents, matching, seed):
+    """Random logits [n, V] and tokens that match the parent's argmax exactly at `matching` nodes."""
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(len(parents), VOCAB, generator=g) * 3
+    best = logits.argmax(-1).tolist()
+    tokens = torch.randint(0, VOCAB, (len(parents),), generator=g).tolist()
+    for i in range(1, len(parents)):
+        if i in matching:
+            tokens[i] = best[parents[i]]
+        elif tokens[i] == best[parents[i]]:
+            tokens[i] = (tokens[i] + 1) % VOCAB
+    for i in range(1, len(parents)):  # a decoy: a node whose own row predicts its own token
+        if i not in matching and best[i] != best[parents[i]]:
+            tokens[i] = best[i]
+            break
+    return tokens, logits
+
+
+def cases(ctx: Context) -> list[Case]:
+    out = []
+    for name, parents, matching, seed in SETUPS:
+        tokens, logits = make_tree(parents, matching, seed)
+        out.append(Case(name, {"tokens": tokens, "parents": parents, "target_logits": logits},
+                        f"tokens={tokens}, parents={parents}"))
+    return out
+
+
+def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
+    a = case.args
+    return fns.accept_greedy(list(a["tokens"]), list(a["parents"]), a["target_logits"].clone())
+
+
+def check(got: Any, expected: Any, case: Case) -> str | None:
+    return tokens_mismatch(got, expected, "path")
+
+
+def _walk(tokens, parents, logits, row_of):
+    children = [[] for _ in parents]
+    for i in range(1, len(parents)):
+        children[parents[i]].append(i)
+    path = [0]
+    while True:
+        match = next((c for c in children[path[-1]] if tokens[c] == int(logits[row_of(path[-1], c)].argmax())), None)
+        if match is None:
+            return path
+        path.append(match)
+
+
+MISTAKES = [
+    Mistake("a child c is checked against its own row target_logits[c]; it must be checked against its "
+            "parent's row (row i predicts the token AFTER node i).",
+            {"accept_greedy": lambda t, p, lg: _walk(t, p, lg, lambda node, child: child)}),
+    Mistake("the path holds tokens; it must hold node ids (indices into tokens), starting with 0.",
+            {"accept_greedy": lambda t, p, lg: [t[i] for i in _walk(t, p, lg, lambda node, child: node)]}),
+    Mistake("the root is missing: the path starts with node 0.",
+            {"accept_greedy": lambda t, p, lg: _walk(t, p, lg, lambda node, child: node)[1:]}),
+]

@@ -1,0 +1,5 @@
+from mini_llm import KVCache
+
+
+def keep_path(cache: KVCache, start: int, path: list[int]) -> None:
+    cache.compact(start, path)

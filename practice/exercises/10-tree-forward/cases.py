@@ -1,0 +1,89 @@
+"""Tree-masked forward on the real model: logits [n, V] float32 vs the reference, atol/rtol 1e-3.
+
+Mistakes modelled: no mask (causal), sequence positions (no depth), positions off by one.
+"""
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from practice.judgekit.compare import tensor_mismatch
+from practice.judgekit.spec import Case, Context, Mistake
+from tree_spec import depths, tree_mask
+
+FUNCTIONS = ("tree_logits",)
+NEEDS_MODEL = True
+ATOL = RTOL = 1e-3
+MAX_FORWARDS = 2
+PREFIX = [5, 1203, 48, 733, 12, 2901]
+TREES = [
+    ("chain", [-1, 0, 1, 2], [88, 301, 17, 1500]),
+    ("chapter tree", [-1, 0, 0, 1, 1, 2], [415, 12, 96, 2048, 503, 64]),
+    ("[2,2,1,1] tree", [-1, 0, 0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+     [40, 7, 1001, 250, 251, 36, 3999, 12, 19, 640, 8, 2222, 91, 13, 700]),
+]
+
+
+def cases(ctx: Context) -> list[Case]:
+    return [Case(name, {"prefix": PREFIX, "tokens": t, "parents": p}, f"parents={p}") for name, p, t in TREES]
+
+
+def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
+    """-> logits [n, V] on the CPU, or a str when more than MAX_FORWARDS forwards were used."""
+    model = ctx.model()
+    calls = []
+    hook = model.register_forward_pre_hook(lambda module, args: calls.append(1))
+    try:
+        logits = fns.tree_logits(model, list(case.args["prefix"]), list(case.args["tokens"]), list(case.args["parents"]))
+    finally:
+        hook.remove()
+    if len(calls) > MAX_FORWARDS:
+        return (f"tree_logits used {len(calls)} forward calls; prefill the prefix once and verify the whole tree "
+                f"in ONE forward (positions + tree mask).")
+    return logits.detach().cpu() if isinstance(logits, torch.Tensor) else logits
+
+
+def check(got: Any, expected: Any, case: Case) -> str | None:
+    if isinstance(got, str):
+        return got
+    problem = tensor_mismatch(got, expected, "logits", ATOL, RTOL)
+    if problem is None or not isinstance(got, torch.Tensor) or got.shape != expected.shape or got.dtype != expected.dtype:
+        return problem
+    bad = [i for i in range(len(got)) if not torch.allclose(got[i], expected[i], atol=ATOL, rtol=RTOL)]
+    return f"{problem} Wrong rows (nodes): {bad}."
+
+
+def _forward(model, prefix, tokens, parents, mask_fn, pos_fn):
+    device = model.device
+    with torch.inference_mode():
+        cache = model.new_cache(1, len(prefix) + len(tokens) + 1)
+        model(torch.tensor([prefix], device=device), cache=cache)
+        pos = torch.tensor(pos_fn(len(prefix), parents), device=device)
+        return model(torch.tensor([tokens], device=device), cache=cache, positions=pos, mask=mask_fn(parents, device))[0]
+
+
+def _depth_pos(n, parents):
+    return [n + d for d in depths(parents)]
+
+
+def _index_pos(n, parents):
+    return [n + i for i in range(len(parents))]
+
+
+def _late_pos(n, parents):
+    return [n + 1 + d for d in depths(parents)]
+
+
+def _causal(parents, device):
+    return torch.ones(len(parents), len(parents), dtype=torch.bool, device=device).tril()
+
+
+MISTAKES = [
+    Mistake("the nodes attend causally (no tree mask): node i must see only the prefix, its ancestors and "
+            "itself, not its siblings or cousins.",
+            {"tree_logits": lambda m, pre, t, p: _forward(m, pre, t, p, _causal, _depth_pos)}),
+    Mistake("the nodes got sequence positions (prefix_len + index); a node's RoPE position is prefix_len + depth.",
+            {"tree_logits": lambda m, pre, t, p: _forward(m, pre, t, p, tree_mask, _index_pos)}),
+    Mistake("positions are off by one: the root sits at prefix_len, a node at prefix_len + depth.",
+            {"tree_logits": lambda m, pre, t, p: _forward(m, pre, t, p, tree_mask, _late_pos)}),
+]

@@ -1,0 +1,10 @@
+import torch
+
+from tree_spec import tree_mask
+
+
+def tree_logits(model, prefix, tokens, parents):
+    with torch.inference_mode():
+        cache = model.new_cache(batch_size=1, max_len=len(prefix) + len(tokens))
+        model(torch.tensor([prefix]), cache=cache)
+        return model(torch.tensor([tokens]), cache=cache, mask=tree_mask(parents))[0]

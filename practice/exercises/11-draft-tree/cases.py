@@ -1,0 +1,75 @@
+"""Draft tree from a ModelDrafter on the real model: tokens, parents exact; one call per level.
+
+Mistakes modelled: parent = frontier position, children lowest-first, only the first frontier node expanded.
+"""
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from practice.judgekit.compare import describe, int_mismatch, tokens_mismatch
+from practice.judgekit.spec import Case, Context, Mistake
+from tree_spec import ModelDrafter
+
+FUNCTIONS = ("build_tree",)
+NEEDS_MODEL = True
+CONTEXT = [112, 9, 3020, 44, 871, 15, 266]
+ROOT = 530
+
+
+def cases(ctx: Context) -> list[Case]:
+    return [Case(f"branching {b}", {"branching": b}, f"context of {len(CONTEXT)} tokens, root {ROOT}")
+            for b in ([2, 2, 1, 1], [3, 1], [1, 1, 1])]
+
+
+def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
+    """-> {tokens, parents, calls} or a str when the result is not (list, list)."""
+    drafter = ModelDrafter(ctx.model())
+    drafter.reset(64)
+    out = fns.build_tree(drafter, list(CONTEXT), ROOT, list(case.args["branching"]))
+    if not (isinstance(out, tuple) and len(out) == 2):
+        return f"build_tree must return (tokens, parents), got {describe(out)}."
+    return {"tokens": out[0], "parents": out[1], "calls": drafter.calls}
+
+
+def check(got: Any, expected: Any, case: Case) -> str | None:
+    if isinstance(got, str):
+        return got
+    problem = tokens_mismatch(got["parents"], expected["parents"], "parents") or tokens_mismatch(
+        got["tokens"], expected["tokens"], "tokens")
+    if problem:
+        return problem
+    return int_mismatch(got["calls"], expected["calls"], "drafter calls (one per level)")
+
+
+def _grow(drafter, context, root, branching, parent_of, order, expand_first_only=False):
+    tokens, parents, frontier = [root], [-1], [0]
+    for width in branching:
+        with torch.inference_mode():
+            logits = drafter.next_logits(context, tokens, parents, frontier)
+        kids = order(logits, width)
+        new = []
+        for j, (node, row) in enumerate(zip(frontier, kids)):
+            if expand_first_only and j > 0:
+                break
+            for token in row:
+                new.append(len(tokens))
+                tokens.append(token)
+                parents.append(parent_of(node, j))
+        frontier = new
+    return tokens, parents
+
+
+def _top(logits, width):
+    return logits.topk(width, dim=-1).indices.tolist()
+
+
+MISTAKES = [
+    Mistake("a child's parent must be the frontier node's id in tokens, not its position in the frontier list.",
+            {"build_tree": lambda d, c, r, b: _grow(d, c, r, b, lambda node, j: j, _top)}),
+    Mistake("children are in increasing logit order; take them from the highest logit down (topk order).",
+            {"build_tree": lambda d, c, r, b: _grow(d, c, r, b, lambda node, j: node,
+                                                    lambda lg, w: lg.topk(w, dim=-1).indices.flip(-1).tolist())}),
+    Mistake("only the first frontier node was expanded; every frontier node gets its top-w children.",
+            {"build_tree": lambda d, c, r, b: _grow(d, c, r, b, lambda node, j: node, _top, True)}),
+]

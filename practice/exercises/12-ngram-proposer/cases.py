@@ -1,0 +1,50 @@
+"""n-gram proposer, exact; mistakes: oldest match, continuation off by one, suffix matching itself."""
+from types import SimpleNamespace
+from typing import Any
+
+from practice.judgekit.compare import tokens_mismatch
+from practice.judgekit.spec import Case, Context, Mistake
+
+FUNCTIONS = ("propose_ngram",)
+NEEDS_MODEL = False
+
+SETUPS = [
+    ("two earlier occurrences", [5, 6, 7, 1, 2, 5, 6, 9, 3, 4, 8, 5, 6], 2, 3),
+    ("match near the end", [1, 2, 3, 4, 9, 9, 3, 4], 2, 5),
+    ("no match", [1, 2, 3, 4, 5, 6], 2, 4),
+    ("overlapping occurrences", [7, 7, 7, 7, 1, 7, 7], 2, 3),
+    ("unigram", [4, 8, 15, 16, 23, 42, 8, 99, 15, 8], 1, 2),
+    ("context too short", [3, 1], 2, 4),
+]
+
+
+def cases(ctx: Context) -> list[Case]:
+    return [Case(name, {"context": c, "n": n, "k": k}, f"context={c}, n={n}, k={k}") for name, c, n, k in SETUPS]
+
+
+def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
+    return fns.propose_ngram(list(case.args["context"]), case.args["n"], case.args["k"])
+
+
+def check(got: Any, expected: Any, case: Case) -> str | None:
+    return tokens_mismatch(got, expected, "proposal")
+
+
+def _lookup(context, n, k, starts, shift=0):
+    if len(context) <= n:
+        return []
+    for s in starts(len(context), n):
+        if context[s:s + n] == context[-n:]:
+            return context[s + n + shift:s + n + shift + k]
+    return []
+
+
+MISTAKES = [
+    Mistake("that continues the OLDEST occurrence; take the most recent one (scan from the end).",
+            {"propose_ngram": lambda c, n, k: _lookup(c, n, k, lambda L, n: range(0, L - n))}),
+    Mistake("the continuation is off by one: it starts right after the match, at s + n.",
+            {"propose_ngram": lambda c, n, k: _lookup(c, n, k, lambda L, n: range(L - n - 1, -1, -1), shift=-1)}),
+    Mistake("the suffix matched itself (s = len(context) - n), which has no continuation; only earlier "
+            "occurrences count (s + n < len(context)).",
+            {"propose_ngram": lambda c, n, k: _lookup(c, n, k, lambda L, n: range(L - n, -1, -1))}),
+]

@@ -1,0 +1,88 @@
+"""EAGLE-2 expand + rerank on a fixed random draft table: tokens and parents exact.
+
+Mistakes modelled: no frontier pruning, root counted in total_tokens, frontier by local log-prob,
+rerank by local log-prob.
+"""
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from practice.judgekit.compare import describe, tokens_mismatch
+from practice.judgekit.spec import Case, Context, Mistake
+
+FUNCTIONS = ("eagle2_tree",)
+NEEDS_MODEL = False
+V, ROOT = 10, 3
+SETUPS = [(3, 2, 8), (4, 3, 12), (5, 2, 10)]
+
+
+def next_logprobs(path: list[int]) -> torch.Tensor:
+    """A fixed 'draft': log-probs [V] seeded by the path, some nodes confident, others unsure."""
+    seed = 0
+    for token in path:
+        seed = (seed * 1_000_003 + token + 1) % 2_147_483_647
+    g = torch.Generator().manual_seed(seed)
+    sharpness = 0.5 + 5.0 * torch.rand((), generator=g)
+    return torch.log_softmax(torch.randn(V, generator=g) * sharpness, dim=-1)
+
+
+def cases(ctx: Context) -> list[Case]:
+    return [Case(f"depth={d}, top_k={k}, total_tokens={t}", {"depth": d, "top_k": k, "total_tokens": t}, f"root {ROOT}, V = {V}")
+            for d, k, t in SETUPS]
+
+
+def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
+    out = fns.eagle2_tree(ROOT, next_logprobs, **case.args)
+    if not (isinstance(out, tuple) and len(out) == 2):
+        return f"eagle2_tree must return (tokens, parents), got {describe(out)}."
+    return out
+
+
+def check(got: Any, expected: Any, case: Case) -> str | None:
+    if isinstance(got, str):
+        return got
+    return tokens_mismatch(got[1], expected[1], "parents") or tokens_mismatch(got[0], expected[0], "tokens")
+
+
+def _variant(**mistake):
+    return lambda root, fn, depth, top_k, total_tokens: _eagle2(root, fn, depth, top_k, total_tokens, **mistake)
+
+
+def _eagle2(root, fn, depth, top_k, total_tokens, prune=True, keep_delta=0, frontier_key="score", rank_key="score"):
+    tokens, parents, score, local, paths = [root], [-1], [0.0], [0.0], [[root]]
+    frontier = [0]
+    for _ in range(depth):
+        created = []
+        for node in frontier:
+            values, ids = torch.topk(fn(paths[node]), top_k)
+            for lp, tok in zip(values.tolist(), ids.tolist()):
+                created.append(len(tokens))
+                tokens.append(tok)
+                parents.append(node)
+                score.append(score[node] + lp)
+                local.append(lp)
+                paths.append(paths[node] + [tok])
+        key = score if frontier_key == "score" else local
+        frontier = sorted(created, key=lambda i: -key[i])[:top_k] if prune else created
+    key = score if rank_key == "score" else local
+    kept = set(sorted(range(1, len(tokens)), key=lambda i: (-key[i], i))[:total_tokens + keep_delta])
+    for i in list(kept):  # close the set under parents so the mistake still yields a tree
+        while parents[i] > 0:
+            i = parents[i]
+            kept.add(i)
+    order = [0] + sorted(kept)
+    new_id = {old: new for new, old in enumerate(order)}
+    return [tokens[i] for i in order], [-1] + [new_id[parents[i]] for i in order[1:]]
+
+
+MISTAKES = [
+    Mistake("every node created in a step was expanded; expand only the top_k of them by cumulative score.",
+            {"eagle2_tree": _variant(prune=False)}),
+    Mistake("total_tokens counts the drafted nodes only: keep total_tokens nodes plus the root.",
+            {"eagle2_tree": _variant(keep_delta=-1)}),
+    Mistake("the frontier was chosen by the child's own log-prob; rank by the cumulative score (sum along the path).",
+            {"eagle2_tree": _variant(frontier_key="local")}),
+    Mistake("the rerank used each node's own log-prob; rank by the cumulative score (sum along the path).",
+            {"eagle2_tree": _variant(rank_key="local")}),
+]

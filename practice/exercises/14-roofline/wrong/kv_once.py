@@ -1,0 +1,4 @@
+def roofline_step_time(batch, tokens_per_seq, context, hw):
+    memory = (hw["weight_bytes"] + context * hw["kv_bytes_per_token"]) / hw["bandwidth"]
+    compute = 2 * hw["params"] * batch * tokens_per_seq / (hw["peak_flops"] * hw["efficiency"])
+    return max(memory, compute) + hw["fixed_s"]

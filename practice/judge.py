@@ -1,0 +1,15 @@
+"""Practice judge: `python practice/judge.py [list|start N|test N [file]|hint N|solution N|check|doctor|record]`.
+
+With no subcommand it continues with the next unsolved exercise. See practice/README.md.
+"""
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from practice.judgekit.cli import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

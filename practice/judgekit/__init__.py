@@ -1,0 +1,1 @@
+"""The judge behind `python practice/judge.py`: catalog, subprocess worker, comparisons, references, progress."""

@@ -1,0 +1,247 @@
+"""Subcommands of `python practice/judge.py`; each returns the process exit code."""
+from __future__ import annotations
+
+import argparse
+import platform
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from . import report
+from .catalog import Exercise, discover, resolve
+from .progress import Progress
+from .runner import Job, run_jobs
+from .settings import REPO, Settings
+
+RECORD_TIMEOUT_S = 600.0  # per exercise: recording also samples every modelled mistake
+
+
+def shown(path: Path) -> str:
+    """A path relative to the repository when it is inside it."""
+    try:
+        return str(path.resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
+def workspace_file(settings: Settings, ex: Exercise) -> Path:
+    return settings.workspace / f"{ex.name}.py"
+
+
+def cmd_list(settings: Settings, exercises: list[Exercise]) -> int:
+    progress = Progress.load(settings.workspace)
+    for ex in exercises:
+        status = "solved" if ex.name in progress.passed else "started" if workspace_file(settings, ex).exists() else ""
+        print(f"  {ex.number:2d}  {ex.slug:<22} {status:<8} {ex.title}")
+    print(report.progress_bar(sum(ex.name in progress.passed for ex in exercises), len(exercises)))
+    return 0
+
+
+def cmd_start(settings: Settings, ex: Exercise) -> int:
+    target = workspace_file(settings, ex)
+    print(ex.task())
+    if target.exists():
+        print(f"{shown(target)} already exists: keeping your work (delete it yourself to start over).")
+    else:
+        settings.workspace.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ex.folder / "starter.py", target)
+        print(f"Your file: {shown(target)}")
+    print(f"Test it:   python practice/judge.py test {ex.number}")
+    return 0
+
+
+def cmd_test(settings: Settings, ex: Exercise, file: str | None) -> int:
+    path = Path(file) if file else workspace_file(settings, ex)
+    if not path.exists():
+        print(f"{shown(path)} does not exist; run `python practice/judge.py start {ex.number}` first.")
+        return 1
+    result = run_jobs([Job(ex, path)], settings)[0]
+    print(report.verdict(result, f"{ex.name} · {shown(path)}"))
+    if result["status"] != "pass":
+        return 1
+    progress = Progress.load(settings.workspace)
+    progress.passed.add(ex.name)
+    progress.save(settings.workspace)
+    print(f"Solved. Compare with the reference solution: python practice/judge.py solution {ex.number}")
+    return 0
+
+
+def cmd_hint(settings: Settings, ex: Exercise) -> int:
+    hints = ex.hints()
+    progress = Progress.load(settings.workspace)
+    n = min(progress.hints.get(ex.name, 0) + 1, len(hints))
+    for i, hint in enumerate(hints[:n], 1):
+        print(f"Hint {i}/{len(hints)}: {hint}")
+    if n == len(hints):
+        print("That was the last hint.")
+    progress.hints[ex.name] = n
+    progress.save(settings.workspace)
+    return 0
+
+
+def cmd_solution(settings: Settings, ex: Exercise, force: bool) -> int:
+    if ex.name not in Progress.load(settings.workspace).passed and not force:
+        print(f"Pass exercise {ex.number} first (python practice/judge.py test {ex.number}), "
+              f"or add --force to see the solution anyway.")
+        return 1
+    print((ex.folder / "solution.py").read_text())
+    return 0
+
+
+def check_jobs(exercises: list[Exercise]) -> list[tuple[Job, str, bool]]:
+    """(job, role, should_pass): every solution must pass; every starter and wrong solution must fail."""
+    jobs = []
+    for ex in exercises:
+        jobs.append((Job(ex, ex.folder / "solution.py"), "solution", True))
+        jobs.append((Job(ex, ex.folder / "starter.py"), "starter", False))
+        jobs += [(Job(ex, path), f"wrong/{path.name}", False) for path in ex.wrong_files()]
+    return jobs
+
+
+def first_diagnosis(result: dict) -> str:
+    """The likely mistake of the first failing case, else its message, else the first line of the detail."""
+    failing = [c for c in result.get("cases", []) if not c["ok"]]
+    if failing:
+        return failing[0].get("mistake") or failing[0]["message"]
+    lines = (result.get("detail") or "").strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def cmd_check(settings: Settings, exercises: list[Exercise]) -> int:
+    planned = check_jobs(exercises)
+    results = run_jobs([job for job, _, _ in planned], settings)
+    failures = 0
+    for (job, role, should_pass), result in zip(planned, results):
+        passed = result["status"] == "pass"
+        good = passed == should_pass and (should_pass or result["status"] in ("fail", "error", "timeout"))
+        failures += not good
+        diagnosis = f"  -> {first_diagnosis(result)}" if role.startswith("wrong") else ""
+        print(f"  {'ok ' if good else 'BAD'} {job.exercise.name:<24} {role:<28} {result['status']:<8}"
+              f" {result.get('seconds', 0):5.1f} s{diagnosis}")
+        if not good:
+            print(report.verdict(result, f"{job.exercise.name} · {role}"))
+    print(f"check: {len(planned) - failures}/{len(planned)} as expected")
+    return 1 if failures else 0
+
+
+def cmd_doctor(settings: Settings, exercises: list[Exercise]) -> int:
+    import torch
+
+    from . import references
+
+    print(f"Python   {platform.python_version()} ({sys.executable})")
+    print(f"torch    {torch.__version__}")
+    cuda = torch.cuda.is_available()
+    print(f"device   {'cuda: ' + torch.cuda.get_device_name(0) if cuda else 'cpu only (no CUDA GPU)'}")
+    models = REPO / "models"
+    for folder in sorted(p for p in models.iterdir() if (p / "config.json").exists()) if models.is_dir() else []:
+        print(f"model    {shown(folder)}")
+    model_path = settings.model_path()
+    model_ok = references.model_fingerprint(model_path) is not None
+    print(f"graded with model {shown(model_path)}: {'present' if model_ok else 'MISSING'}")
+    for ex in exercises:
+        meta = references.load_meta(settings.references, ex.name)
+        if ex.needs_model and not model_ok:
+            state = "cannot be graded here: the model is missing"
+        elif meta is None:
+            state = "no reference: run `python practice/judge.py record`"
+        else:
+            stale = references.staleness(meta, ex.folder, model_path if ex.needs_model else None)
+            state = f"STALE: {stale}" if stale else f"gradable; {references.describe(meta)}"
+        print(f"  {ex.number:2d} {ex.slug:<22} {state}")
+    return 0
+
+
+def out_of_date(settings: Settings, exercises: list[Exercise]) -> list[Exercise]:
+    """The exercises whose reference is missing, or stale for their files or the checkpoint."""
+    from . import references
+
+    return [ex for ex in exercises if (meta := references.load_meta(settings.references, ex.name)) is None
+            or references.staleness(meta, ex.folder, settings.model_path() if ex.needs_model else None)]
+
+
+def cmd_record(settings: Settings, exercises: list[Exercise]) -> int:
+    import torch
+
+    if not exercises:
+        print("Nothing to record: every reference is up to date.")
+        return 0
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        print("No CUDA GPU here: recording the references on CPU.")
+    settings = replace(settings, timeout_s=max(settings.timeout_s, RECORD_TIMEOUT_S))
+    results = run_jobs([Job(ex, None) for ex in exercises], settings, mode="record", device=device)
+    bad = 0
+    for ex, result in zip(exercises, results):
+        ok = result["status"] == "recorded"
+        bad += not ok
+        print(f"  {'ok ' if ok else 'BAD'} {ex.name:<24} {result.get('reference') or result.get('detail')}")
+    print(f"references in {shown(settings.references)} ({len(exercises) - bad}/{len(exercises)} recorded)")
+    return 1 if bad else 0
+
+
+def cmd_continue(settings: Settings, exercises: list[Exercise]) -> int:
+    progress = Progress.load(settings.workspace)
+    todo = [ex for ex in exercises if ex.name not in progress.passed]
+    if not todo:
+        print("Every exercise is solved. Well done!")
+        return 0
+    ex = todo[0]
+    print(f"Next unsolved exercise: {ex.number} ({ex.slug})\n")
+    if workspace_file(settings, ex).exists():
+        return cmd_test(settings, ex, None)
+    return cmd_start(settings, ex)
+
+
+def to_record(settings: Settings, exercises: list[Exercise], only: list[str], stale: bool) -> list[Exercise]:
+    chosen = [resolve(exercises, key) for key in only] or exercises
+    return out_of_date(settings, chosen) if stale else chosen
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python practice/judge.py", description="Exercises on speculative decoding.")
+    p.add_argument("--workspace", help="folder with your files (default practice/workspace; env SPEC_JUDGE_WORKSPACE)")
+    p.add_argument("--references", help="references folder (default practice/references; env SPEC_JUDGE_REFERENCES)")
+    p.add_argument("--model", help="model for the real-model exercises (default tiny-qwen3; env SPEC_JUDGE_MODEL)")
+    p.add_argument("--timeout", type=float, help="seconds a file may run (default 60; env SPEC_JUDGE_TIMEOUT)")
+    sub = p.add_subparsers(dest="command")
+    sub.add_parser("list", help="status of every exercise")
+    for name, text in [("start", "copy the starter into the workspace and show the task"),
+                       ("hint", "show one more hint")]:
+        sub.add_parser(name, help=text).add_argument("exercise", help="number or slug")
+    test = sub.add_parser("test", help="grade your file (or the given one)")
+    test.add_argument("exercise", help="number or slug")
+    test.add_argument("file", nargs="?", help="file to grade (default: your workspace file)")
+    solution = sub.add_parser("solution", help="show the reference solution (after a pass)")
+    solution.add_argument("exercise", help="number or slug")
+    solution.add_argument("--force", action="store_true", help="show it without a pass")
+    sub.add_parser("check", help="maintainer: solutions pass, starters and wrong solutions fail")
+    sub.add_parser("doctor", help="Python, torch, device, models, what can be graded here")
+    record = sub.add_parser("record", help="maintainer: re-record the references from the solutions")
+    record.add_argument("only", nargs="*", help="exercises to record (default: all)")
+    record.add_argument("--stale", action="store_true", help="only those whose reference is missing or out of date")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    settings = Settings.from_env(args.workspace, args.references, args.model, args.timeout)
+    exercises = discover(settings.exercises)
+    try:
+        ex = resolve(exercises, args.exercise) if getattr(args, "exercise", None) else None
+    except LookupError as e:
+        print(e)
+        return 2
+    commands = {
+        None: lambda: cmd_continue(settings, exercises),
+        "list": lambda: cmd_list(settings, exercises),
+        "start": lambda: cmd_start(settings, ex),
+        "test": lambda: cmd_test(settings, ex, args.file),
+        "hint": lambda: cmd_hint(settings, ex),
+        "solution": lambda: cmd_solution(settings, ex, args.force),
+        "check": lambda: cmd_check(settings, exercises),
+        "doctor": lambda: cmd_doctor(settings, exercises),
+        "record": lambda: cmd_record(settings, to_record(settings, exercises, args.only, args.stale)),
+    }
+    return commands[args.command]()

@@ -1,0 +1,93 @@
+"""What an exercise's cases.py provides, and the context the worker hands it.
+
+cases.py defines:
+    FUNCTIONS: tuple[str, ...]          names the learner's file must define
+    NEEDS_MODEL: bool                   whether grading loads the real model
+    cases(ctx) -> list[Case]            deterministic inputs
+    call(fns, case, ctx) -> output      runs the learner's (or the solution's) functions on one case
+    check(got, expected, case) -> str | None   None when `got` is right, else what is wrong
+    MISTAKES: list[Mistake]             models of common errors; their outputs are recorded too, and a
+                                        failing output that matches one gets that mistake's message
+    expected(case, ctx) -> output       optional: the exact answer (statistical exercises), used as the
+                                        reference instead of the solution's output
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+class ModelUnavailable(Exception):
+    """The real model cannot be loaded here (missing, or a half-written export)."""
+
+
+def load_weights(path: Path, device: str):
+    """A mini_llm Transformer (fp32, eval) with the checkpoint's weights, strictly matched by name.
+
+    Same weights as `mini_llm.load_model`, but initialised on the CPU instead of the meta device:
+    building on the meta device imports torch's reference kernels (~1.5 s per process on 2 cores),
+    which would not fit the judge's 5 s per test.
+    """
+    from safetensors.torch import load_file
+
+    from mini_llm import Config, Transformer
+
+    cfg = Config.from_json(path / "config.json")
+    state: dict[str, torch.Tensor] = {}
+    for file in sorted(path.glob("*.safetensors")):
+        state.update({k.removeprefix("model."): v.float() for k, v in load_file(str(file)).items()})
+    if cfg.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    model = Transformer(cfg)
+    model.load_state_dict(state, strict=True)
+    return model.to(device).eval()
+
+
+@dataclass
+class Case:
+    """One graded input. `args` are passed to the learner's function; `note` describes it in messages."""
+
+    name: str
+    args: dict[str, Any]
+    note: str = ""
+
+
+@dataclass
+class Mistake:
+    """A plausible error: `functions` replace the solution's, `message` explains the fix."""
+
+    message: str
+    functions: dict[str, Callable[..., Any]]
+
+
+@dataclass
+class Context:
+    """Per-worker state handed to cases(): device, the real model (loaded once), sampling budget.
+
+    trials_scale multiplies the number of samples of statistical cases (larger when recording the
+    mistakes' distributions).
+    """
+
+    device: str
+    model_path: Path
+    trials_scale: int = 1
+    _model: Any = field(default=None, repr=False)
+
+    def model(self):
+        """The real model (mini_llm Transformer, fp32, eval mode) on `device`, loaded on first use.
+
+        Raises ModelUnavailable (with the reason) when the folder is missing or unreadable.
+        """
+        if self._model is None:
+            try:
+                self._model = load_weights(self.model_path, self.device)
+            except Exception as e:
+                raise ModelUnavailable(f"cannot load the model from {self.model_path}: {e}") from e
+        return self._model
+
+    def trials(self, n: int) -> int:
+        return n * self.trials_scale

@@ -1,0 +1,244 @@
+"""The practice judge: record + check, pointed messages for wrong solutions, learner-facing verdicts.
+
+Everything runs against a temporary workspace, temporary references and a private copy of the model
+(the shipped one may be re-exported while the tests run), never the learner's practice/workspace.
+"""
+import contextlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from practice.judgekit import cli
+from practice.judgekit.catalog import discover
+from practice.judgekit.settings import PRACTICE, REPO
+
+EXERCISES = discover(PRACTICE / "exercises")
+
+# wrong solution -> words its diagnosis must contain (the mistake it points at)
+POINTED = {
+    ("01-tree-mask", "no_diagonal.py"): ["diagonal"],
+    ("01-tree-mask", "causal.py"): ["causal", "siblings"],
+    ("01-tree-mask", "int_dtype.py"): ["dtype", "torch.bool"],
+    ("02-depths-positions", "index_positions.py"): ["index", "depth"],
+    ("02-depths-positions", "off_by_one.py"): ["off by one", "prefix_len"],
+    ("03-accept-path", "own_row.py"): ["parent's row"],
+    ("03-accept-path", "returns_tokens.py"): ["node ids"],
+    ("04-tree-size", "leaves_only.py"): ["last level"],
+    ("04-tree-size", "counts_root.py"): ["includes the root"],
+    ("05-residual", "no_renorm.py"): ["renormalized"],
+    ("05-residual", "swapped.py"): ["swapped"],
+    ("05-residual", "nan_on_degenerate.py"): ["non-finite", "target == draft"],
+    ("06-chain-rejection", "inverted_ratio.py"): ["inverted", "min(1, target / draft)"],
+    ("06-chain-rejection", "target_on_reject.py"): ["residual"],
+    ("06-chain-rejection", "returns_tensor.py"): ["two ints", "Tensor"],
+    ("07-tree-rejection", "no_sibling_residual.py"): ["sibling", "residual"],
+    ("07-tree-rejection", "final_from_target.py"): ["every child is rejected", "final residual"],
+    ("08-speedup-math", "no_bonus.py"): ["own token"],
+    ("08-speedup-math", "no_draft_cost.py"): ["drafting cost"],
+    ("08-speedup-math", "alpha_one_crash.py"): ["ZeroDivisionError"],
+    ("09-compact-path", "no_offset.py"): ["`start` offset"],
+    ("09-compact-path", "length_off_by_one.py"): ["cache.length", "off by one"],
+    ("09-compact-path", "uses_compact.py"): ["compact is disabled"],
+    ("10-tree-forward", "no_mask.py"): ["tree mask"],
+    ("10-tree-forward", "index_positions.py"): ["prefix_len + depth"],
+    ("10-tree-forward", "one_forward_per_node.py"): ["ONE forward"],
+    ("11-draft-tree", "frontier_index_parent.py"): ["position in the frontier"],
+    ("11-draft-tree", "ascending_children.py"): ["highest logit"],
+    ("12-ngram-proposer", "oldest_match.py"): ["OLDEST"],
+    ("12-ngram-proposer", "matches_itself.py"): ["matched itself"],
+    ("13-eagle2-tree", "no_frontier_pruning.py"): ["top_k", "cumulative score"],
+    ("13-eagle2-tree", "root_counted.py"): ["plus the root"],
+    ("14-roofline", "sum_not_max.py"): ["maximum"],
+    ("14-roofline", "kv_once.py"): ["scale with the batch"],
+}
+
+
+def judge(*args: str) -> tuple[int, str]:
+    """Run `python practice/judge.py ARGS` in-process (the learner code still runs in a subprocess)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(list(args))
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """Options pointing at a temporary workspace, references recorded here, and a private model copy."""
+    model = Path(os.environ.get("SPEC_JUDGE_MODEL") or REPO / "models" / "tiny-qwen3")
+    if not model.is_dir():
+        pytest.skip(f"model {model} missing: the real-model exercises cannot be recorded")
+    root = tmp_path_factory.mktemp("judge")
+    shutil.copytree(model, root / "model")
+    shutil.copytree(PRACTICE / "references", root / "references")
+    opts = ["--workspace", str(root / "workspace"), "--references", str(root / "references"),
+            "--model", str(root / "model")]
+    code, out = judge(*opts, "record", "--stale")
+    assert code == 0, out
+    return {"opts": opts, "root": root}
+
+
+@pytest.fixture(scope="module")
+def check_output(env):
+    code, out = judge(*env["opts"], "check")
+    return code, out
+
+
+def test_record_writes_metadata_for_every_exercise(env):
+    refs = env["root"] / "references"
+    (refs / "04-tree-size.json").unlink()
+    code, out = judge(*env["opts"], "record", "--stale")
+    assert code == 0, out
+    assert "04-tree-size" in out and "01-tree-mask" not in out
+    assert "No CUDA GPU here: recording the references on CPU." in out or "cuda" in out
+    assert sorted(p.stem for p in refs.glob("*.json")) == [ex.name for ex in EXERCISES]
+    meta = (refs / "10-tree-forward.json").read_text()
+    for key in ("device_name", "dtype", "torch", "date", "model_sha256"):
+        assert key in meta
+
+
+def test_at_least_twelve_exercises_each_complete():
+    assert len(EXERCISES) >= 12
+    for ex in EXERCISES:
+        for name in ("README.md", "starter.py", "solution.py", "cases.py"):
+            assert (ex.folder / name).exists(), f"{ex.name} lacks {name}"
+        assert ex.wrong_files(), f"{ex.name} has no wrong/*.py"
+        assert len(ex.hints()) >= 2, f"{ex.name}: README needs a numbered '## Hints' section"
+
+
+def test_check_passes_every_solution_and_fails_every_starter_and_wrong_file(check_output):
+    code, out = check_output
+    assert code == 0, out
+    assert re.search(r"check: (\d+)/\1 as expected", out)
+
+
+@pytest.mark.parametrize("exercise, wrong", sorted(POINTED))
+def test_wrong_solution_fails_with_a_pointed_message(check_output, exercise, wrong):
+    line = next((row for row in check_output[1].splitlines() if exercise in row and f"wrong/{wrong}" in row), None)
+    assert line is not None, f"{exercise}/wrong/{wrong} not in the check output"
+    assert line.lstrip().startswith("ok"), line
+    for word in POINTED[exercise, wrong]:
+        assert word in line, f"diagnosis of {exercise}/wrong/{wrong} should mention {word!r}: {line}"
+
+
+def test_every_wrong_file_has_a_pointed_message_test():
+    files = {(ex.name, path.name) for ex in EXERCISES for path in ex.wrong_files()}
+    assert files == set(POINTED)
+
+
+def test_test_reports_reference_device_and_passes_a_solution(env):
+    code, out = judge(*env["opts"], "test", "10", str(PRACTICE / "exercises/10-tree-forward/solution.py"))
+    assert code == 0, out
+    assert "reference recorded on " in out and "PASS" in out
+
+
+def learner_file(env, name: str, text: str) -> Path:
+    path = env["root"] / name
+    path.write_text(text)
+    return path
+
+
+def test_syntax_error_verdict_shows_the_line_without_judge_traceback(env):
+    path = learner_file(env, "syntax.py", "def tree_mask(parents)\n    return None\n")
+    code, out = judge(*env["opts"], "test", "1", str(path))
+    assert code == 1
+    assert "SyntaxError in syntax.py, line 1" in out and "def tree_mask(parents)" in out
+    assert "judgekit" not in out and "Traceback" not in out
+
+
+def test_exception_verdict_shows_only_the_learners_frames(env):
+    source = "def helper(b):\n    return b[10]\n\n\ndef tree_size(b, batch=1):\n    return helper(b)\n"
+    path = learner_file(env, "boom.py", source)
+    code, out = judge(*env["opts"], "test", "4", str(path))
+    assert code == 1
+    assert "IndexError: list index out of range" in out
+    assert 'boom.py", line 2, in helper' in out and 'boom.py", line 6, in tree_size' in out
+    assert "judgekit" not in out and "cases.py" not in out
+
+
+def test_infinite_loop_is_stopped_by_the_timeout(env):
+    path = learner_file(env, "loop.py", "def tree_size(b, batch=1):\n    while True:\n        pass\n")
+    code, out = judge(*env["opts"], "--timeout", "3", "test", "4", str(path))
+    assert code == 1
+    assert "did not finish within 3 s" in out and "[2, 2, 1, 1] at batch 64" in out and "TIMEOUT" in out
+
+
+def test_wrong_return_type_verdict(env):
+    path = learner_file(env, "type.py", "def tree_mask(parents):\n    return [[True]]\n")
+    code, out = judge(*env["opts"], "test", "1", str(path))
+    assert code == 1
+    assert "expected a Tensor of shape [5, 5] and dtype torch.bool, got a list" in out
+
+
+def test_judge_never_modifies_the_learners_file(env):
+    path = learner_file(env, "mine.py", (PRACTICE / "exercises/01-tree-mask/starter.py").read_text())
+    before = (path.read_bytes(), path.stat().st_mtime_ns)
+    judge(*env["opts"], "test", "1", str(path))
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+
+
+def test_stale_reference_is_reported_for_a_different_checkpoint(env, tmp_path):
+    other = tmp_path / "other-model"
+    shutil.copytree(env["root"] / "model", other)
+    (other / "config.json").write_text((other / "config.json").read_text() + "\n")
+    opts = [*env["opts"][:-1], str(other)]
+    code, out = judge(*opts, "test", "10", str(PRACTICE / "exercises/10-tree-forward/solution.py"))
+    assert code == 1
+    assert "recorded for a different checkpoint" in out and "python practice/judge.py record" in out
+
+
+def test_start_never_overwrites_existing_work(tmp_path):
+    opts = ["--workspace", str(tmp_path)]
+    code, out = judge(*opts, "start", "tree-mask")
+    mine = tmp_path / "01-tree-mask.py"
+    assert code == 0 and mine.read_text() == (PRACTICE / "exercises/01-tree-mask/starter.py").read_text()
+    assert "def tree_mask" in out
+    mine.write_text("my work\n")
+    code, out = judge(*opts, "start", "1")
+    assert mine.read_text() == "my work\n"
+    assert "already exists: keeping your work" in out
+
+
+def test_hints_are_progressive(tmp_path):
+    opts = ["--workspace", str(tmp_path)]
+    total = len(EXERCISES[0].hints())
+    outputs = [judge(*opts, "hint", "1")[1] for _ in range(total + 1)]
+    assert "Hint 1/" in outputs[0] and "Hint 2/" not in outputs[0]
+    assert "Hint 2/" in outputs[1] and "Hint 3/" not in outputs[1]
+    assert f"Hint {total}/{total}" in outputs[-1] and "last hint" in outputs[-1]
+
+
+def test_solution_is_shown_only_after_a_pass_or_with_force(env):
+    opts = ["--workspace", str(env["root"] / "gating")] + env["opts"][2:]
+    code, out = judge(*opts, "solution", "4")
+    assert code == 1 and "Pass exercise 4 first" in out
+    code, out = judge(*opts, "solution", "4", "--force")
+    assert code == 0 and "def tree_size" in out
+    assert judge(*opts, "test", "4", str(PRACTICE / "exercises/04-tree-size/solution.py"))[0] == 0
+    code, out = judge(*opts, "solution", "4")
+    assert code == 0 and "def tree_size" in out
+    code, out = judge(*opts, "list")
+    assert "solved" in out and f"1/{len(EXERCISES)} solved" in out
+
+
+def test_no_subcommand_starts_the_next_unsolved_exercise(tmp_path):
+    code, out = judge("--workspace", str(tmp_path))
+    assert code == 0 and "Next unsolved exercise: 1" in out
+    assert (tmp_path / "01-tree-mask.py").exists()
+
+
+def test_unknown_exercise_lists_the_choices(tmp_path):
+    code, out = judge("--workspace", str(tmp_path), "start", "99")
+    assert code == 2 and "tree-mask" in out
+
+
+def test_doctor_and_cli_entry_point(env):
+    proc = subprocess.run([sys.executable, str(PRACTICE / "judge.py"), *env["opts"], "doctor"],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert "torch" in proc.stdout and "gradable" in proc.stdout

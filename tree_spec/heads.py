@@ -1,0 +1,161 @@
+"""Trainable draft heads that read the target's hidden states (the nn.Modules only; drafting is elsewhere).
+
+All heads produce vectors in the target's last-hidden space and share the target's final norm + LM
+head (`target.logits_from_hidden`) and its token embedding; neither is stored with the head.
+
+- `MedusaHeads` (Cai et al. 2024): K independent residual blocks h + SiLU(W_k h + b_k) on the last
+  hidden state of the last committed token; head k predicts the token k steps after the root.
+- `EagleHead` (EAGLE-1, Li et al. 2024): fc([feature ⊕ embedding of the next token]) -> one decoder
+  layer -> the next feature; run autoregressively on its own predicted features.
+- `Eagle3Head` (EAGLE-3 style): the feature is first fused from low/mid/high decoder layer outputs
+  (fc over their concatenation); trained with training-time test (no feature loss).
+- `MTPHead` (DeepSeek-V3 MTP module): proj([RMSNorm(hidden) ⊕ RMSNorm(embedding)]) -> one block.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mini_llm import Config, KVCache
+from mini_llm.model import DecoderLayer, RMSNorm, rope_cos_sin
+
+HEAD_KINDS = ("medusa", "eagle", "eagle3", "mtp")
+
+
+def one_layer_config(cfg: Config) -> Config:
+    """The target's config with a single decoder layer: the draft layer's shapes and its KV cache's."""
+    return dataclasses.replace(cfg, num_hidden_layers=1, extra=dict(cfg.extra))
+
+
+def fusion_layers(num_hidden_layers: int) -> tuple[int, int, int]:
+    """Low / mid / high decoder layers that EAGLE-3 fuses (the high one is the second to last)."""
+    n = num_hidden_layers
+    return tuple(sorted((min(1, n - 1), n // 2, max(n - 2, 0))))
+
+
+class MedusaHeads(nn.Module):
+    """K residual blocks on the last hidden state: hidden [..., C] -> [..., K, C] (one vector per offset).
+
+    Weights start at zero, so every head starts as the target's own next-token head (Medusa's init).
+    """
+
+    kind = "medusa"
+
+    def __init__(self, hidden_size: int, num_heads: int = 4) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.blocks = nn.ModuleList(nn.Linear(hidden_size, hidden_size) for _ in range(num_heads))
+        for block in self.blocks:
+            nn.init.zeros_(block.weight)
+            nn.init.zeros_(block.bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return torch.stack([hidden + F.silu(block(hidden)) for block in self.blocks], dim=-2)
+
+
+class RecurrentHead(nn.Module):
+    """One decoder layer that maps (feature of position t-1, embedding of token t) to the feature of t.
+
+    Subclasses define `encode` (target features -> the head's feature space) and `combine`
+    ([feature ⊕ embedding] -> the layer input). cfg: the target's config (the layer copies its shapes).
+    """
+
+    kind = "recurrent"
+
+    def __init__(self, cfg: Config, feature_layers: Sequence[int] = ()) -> None:
+        super().__init__()
+        self.cfg = one_layer_config(cfg)
+        self.feature_layers = tuple(feature_layers)
+        self.layer = DecoderLayer(self.cfg, 0)
+
+    def new_cache(self, batch_size: int, max_len: int, device: torch.device | str = "cpu") -> KVCache:
+        """The head's own KV cache (one layer)."""
+        return KVCache(self.cfg, batch_size, max_len, dtype=next(self.parameters()).dtype, device=device)
+
+    def encode(self, hidden: torch.Tensor, layers: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Target features [..., C] (final-norm input, chosen layer outputs) -> head features [..., C]."""
+        return hidden
+
+    def combine(self, feature: torch.Tensor, embedding: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(
+        self,
+        feature: torch.Tensor,
+        embedding: torch.Tensor,
+        positions: torch.Tensor,
+        cache: KVCache | None,
+        mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """feature, embedding [B, T, C]; positions [T]; mask [T, S] bool over (cached + new) keys.
+
+        Writes the T new K/V into `cache` (if given; anything with KVCache's `write` / `advance`,
+        e.g. the autograd-safe `train_heads.ConcatCache`) and advances it. Returns the features [B, T, C]
+        of the T tokens (feed them to `target.logits_from_hidden` for the next token's logits).
+        """
+        cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta)
+        out = self.layer(self.combine(feature, embedding), cos, sin, cache, mask)
+        if cache is not None:
+            cache.advance(feature.shape[1])
+        return out
+
+
+class EagleHead(RecurrentHead):
+    """EAGLE-1: fc over [feature ⊕ embedding] (2C -> C, with bias), then the decoder layer."""
+
+    kind = "eagle"
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__(cfg)
+        self.fc = nn.Linear(2 * cfg.hidden_size, cfg.hidden_size)
+
+    def combine(self, feature: torch.Tensor, embedding: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.cat((feature, embedding), dim=-1))
+
+
+class Eagle3Head(EagleHead):
+    """EAGLE-3 style: features fused from three decoder layers' outputs (3C -> C), then as EAGLE."""
+
+    kind = "eagle3"
+
+    def __init__(self, cfg: Config, feature_layers: Sequence[int] | None = None) -> None:
+        super().__init__(cfg)
+        self.feature_layers = tuple(feature_layers or fusion_layers(cfg.num_hidden_layers))
+        self.fuse = nn.Linear(len(self.feature_layers) * cfg.hidden_size, cfg.hidden_size, bias=False)
+
+    def encode(self, hidden: torch.Tensor, layers: Sequence[torch.Tensor]) -> torch.Tensor:
+        if len(layers) != len(self.feature_layers):
+            raise ValueError(f"Eagle3Head needs the outputs of layers {self.feature_layers}, got {len(layers)} tensors")
+        return self.fuse(torch.cat(tuple(layers), dim=-1))
+
+
+class MTPHead(RecurrentHead):
+    """DeepSeek-V3 MTP module: proj([RMSNorm(feature) ⊕ RMSNorm(embedding)]) (2C -> C), then one block."""
+
+    kind = "mtp"
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__(cfg)
+        self.hidden_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.embed_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.proj = nn.Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=False)
+
+    def combine(self, feature: torch.Tensor, embedding: torch.Tensor) -> torch.Tensor:
+        return self.proj(torch.cat((self.hidden_norm(feature), self.embed_norm(embedding)), dim=-1))
+
+
+def make_head(kind: str, cfg: Config, num_heads: int = 4, feature_layers: Sequence[int] | None = None) -> nn.Module:
+    """A freshly initialized head of `kind` for a target with config `cfg`."""
+    if kind == "medusa":
+        return MedusaHeads(cfg.hidden_size, num_heads)
+    if kind == "eagle":
+        return EagleHead(cfg)
+    if kind == "eagle3":
+        return Eagle3Head(cfg, feature_layers)
+    if kind == "mtp":
+        return MTPHead(cfg)
+    raise ValueError(f"unknown head kind {kind!r}; choose from {HEAD_KINDS}")

@@ -1,0 +1,44 @@
+"""Token data from the stdlib corpus split: held-out prompts (bench, evaluation) and training windows."""
+from __future__ import annotations
+
+import torch
+
+from mini_llm.corpus import build_corpus, read_texts
+
+
+def held_out_prompts(tokenizer, n: int = 16, chars: int = 600) -> list[list[int]]:
+    """n prompts of about `chars` characters, one per held-out file (evenly spread, fixed), each cut
+    at 60 % of its file, starting at a line start and ending on a non-whitespace character."""
+    texts = [t for t in read_texts(build_corpus().held_out_files) if len(t) > 2 * chars]
+    if len(texts) < n:
+        raise ValueError(f"only {len(texts)} held-out files are long enough for {n} prompts")
+    prompts = []
+    for i in range(n):
+        text = texts[i * len(texts) // n]
+        cut = int(len(text) * 0.6)
+        piece = text[cut - chars:cut]
+        piece = piece[piece.find("\n") + 1:].rstrip()
+        prompts.append(tokenizer.encode(piece, verbose=False))
+    return prompts
+
+
+def training_windows(tokenizer, n: int, length: int, seed: int = 0, per_file: int = 2) -> torch.Tensor:
+    """n random token windows [n, length] from the training files (`per_file` from each of n / per_file
+    files spread evenly over the sorted list); the same result for the same arguments."""
+    files = build_corpus().train_files
+    n_files = -(-n // per_file)
+    step = max(1, len(files) // (4 * n_files))
+    gen = torch.Generator().manual_seed(seed)
+    windows: list[list[int]] = []
+    for path in files[::step]:
+        ids = [i for text in read_texts([path]) for i in tokenizer.encode(text, verbose=False)]
+        if len(ids) <= length:
+            continue
+        for _ in range(per_file):
+            start = int(torch.randint(0, len(ids) - length, (), generator=gen))
+            windows.append(ids[start:start + length])
+        if len(windows) >= n:
+            break
+    if len(windows) < n:
+        raise ValueError(f"found only {len(windows)} training windows of {length} tokens, wanted {n}")
+    return torch.tensor(windows[:n])
