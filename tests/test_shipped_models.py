@@ -60,8 +60,14 @@ def test_target_is_clearly_better_than_the_draft_on_held_out_files():
 
 @pytest.mark.slow
 def test_target_decode_costs_at_least_five_drafts():
-    ms = decode_ms_per_token({"target": load_model("tiny-qwen3"), "draft": load_model("tiny-qwen3-draft")},
-                             new_tokens=48, repeats=5)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread: a busy second core cannot stall it at a thread barrier
+    try:
+        ms = decode_ms_per_token({"target": load_model("tiny-qwen3"), "draft": load_model("tiny-qwen3-draft")},
+                                 new_tokens=48, repeats=7)
+    finally:
+        torch.set_num_threads(threads)
+    # Measured 7.4x here (5.55 vs 0.75 ms/token); 5x is the bar.
     assert ms["target"] >= 5 * ms["draft"], ms
 
 
