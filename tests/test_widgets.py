@@ -1,0 +1,134 @@
+"""The notebook panels: drive the sliders by setting `.value`, check what the plain functions compute."""
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+import torch
+
+from mini_llm import generate, load_model, load_tokenizer
+from tree_spec.drafters import QuantizedSelfDrafter
+from tree_spec.plots import draw_mask, draw_tree
+from tree_spec.speedup import expected_speedup, expected_tokens_per_verify, speedup_table, tree_node_count
+from tree_spec.widgets import (
+    batch_panel,
+    batch_report,
+    chain_break_even_alpha,
+    inspect_tree_step,
+    speedup_panel,
+    tree_panel,
+    tree_report,
+    tree_viewer_panel,
+)
+
+
+@pytest.fixture(scope="module")
+def target_model():
+    return load_model("tiny-qwen3")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer("tiny-qwen3")
+
+
+def test_speedup_panel_follows_its_sliders():
+    panel = speedup_panel()
+    assert panel.result["tokens_per_verify"] == pytest.approx(3.36, abs=0.005)  # the card's alpha 0.8, k 4
+    panel.controls["alpha"].value = 0.6
+    panel.controls["k"].value = 6
+    panel.controls["c"].value = 0.2
+    assert panel.result["speedup"] == pytest.approx(expected_speedup(0.6, 6, 0.2))
+    assert "faster" in panel.html.value
+    panel.controls["alpha"].value = 0.1  # below break-even for k 6, c 0.2
+    assert panel.result["speedup"] < 1 and "SLOWER" in panel.html.value
+
+
+def test_chain_break_even_alpha_solves_speedup_one():
+    for k, c in [(1, 0.1), (4, 0.05), (8, 0.3)]:
+        alpha = chain_break_even_alpha(k, c)
+        assert expected_speedup(alpha, k, c) == pytest.approx(1.0, abs=1e-9)
+    assert chain_break_even_alpha(4, 1.0) is None  # a draft token as costly as the target never pays
+
+
+def test_tree_panel_turns_slower_when_verifying_its_nodes_costs_too_much():
+    panel = tree_panel(width=2, depth=4, hit_rate=0.6)
+    assert panel.result["nodes"] == tree_node_count([2, 2, 2, 2]) == 30
+    assert panel.result["speedup"] > 1 and "faster" in panel.html.value
+    panel.controls["width"].value = 6
+    panel.controls["depth"].value = 6  # 55,986 nodes: far past the compute roof
+    assert panel.result["nodes"] == tree_node_count([6] * 6)
+    assert panel.result["verify_ms"] > 10 * panel.result["decode_ms"]
+    assert panel.result["speedup"] < 1 and "SLOWER" in panel.html.value
+
+
+def test_tree_panel_batch_makes_a_good_tree_slower():
+    panel = tree_panel(width=2, depth=4, hit_rate=0.6)
+    assert panel.result["speedup"] > 1
+    panel.controls["batch"].value = 256
+    assert panel.result["verify_tokens"] == 256 * 31
+    assert panel.result["speedup"] < 1
+
+
+def test_tree_report_chain_matches_the_chain_formula():
+    r = tree_report(1, 4, 0.8, draft_cost=0.05, batch=1)
+    # batch 1, 5 tokens: memory-bound, so verify costs one decode step; 4 levels cost 4 * 0.05 decode steps
+    assert r["verify_ms"] == pytest.approx(r["decode_ms"])
+    assert r["speedup"] == pytest.approx(expected_speedup(0.8, 4, 0.05))
+    assert r["speedup"] == pytest.approx(r["chain_speedup"])
+
+
+def test_batch_panel_reproduces_the_chapter_rows():
+    table = {row.batch: row for row in speedup_table()}
+    panel = batch_panel()
+    for batch in (1, 64, 256):
+        panel.controls["batch"].value = batch
+        assert panel.result["speedup"] == pytest.approx(table[batch].speedup)
+        assert panel.result["verify_ms"] == pytest.approx(table[batch].verify_ms)
+    assert panel.result["speedup"] < 1 and "SLOWER" in panel.html.value  # batch 256: 0.90x
+    assert panel.result["compute_bound"]
+
+
+def test_break_even_alpha_rises_with_batch():
+    evens = [batch_report(b)["break_even_alpha"] for b in (1, 16, 64, 128, 256)]
+    assert evens[0] == pytest.approx(evens[1])  # both memory-bound: verifying k + 1 tokens is free
+    assert evens[1] < evens[2] < evens[3] < evens[4]  # compute-bound: every extra token costs
+    assert expected_tokens_per_verify(evens[0], 4) == pytest.approx(1 + 4 * 0.05, abs=1e-9)
+
+
+def test_tree_viewer_shows_the_real_accepted_path(target_model, tokenizer):
+    prompt = tokenizer.encode("def add(a, b):\n    return a + b\n\n\ndef ")
+    drafter = QuantizedSelfDrafter(target_model, bits=4)
+    panel = tree_viewer_panel(target_model, drafter, tokenizer, {"add": prompt}, max_step=8, width=2, depth=3)
+    panel.controls["step"].value = 3
+    panel.controls["width"].value = 3
+    r = panel.result
+    assert len(r["tokens"]) == 1 + tree_node_count([3, 3, 3])
+    greedy = generate(target_model, torch.tensor([prompt]), 3 + 1 + 3 + 1)[0].tolist()
+    # the accepted path plus the target's token continue plain greedy decoding exactly
+    accepted = [r["tokens"][i] for i in r["path"]] + [r["next_token"]]
+    assert accepted == greedy[3:3 + len(accepted)]
+    assert "accepted" in panel.html.value
+
+
+def test_inspect_tree_step_accepts_nothing_from_a_useless_tree(target_model, tokenizer):
+    context = tokenizer.encode("import os\nimport ")
+    root = int(generate(target_model, torch.tensor([context]), 1)[0, 0])
+
+    class Wrong(QuantizedSelfDrafter):
+        def next_logits(self, context, tokens, parents, frontier):
+            logits = super().next_logits(context, tokens, parents, frontier)
+            return -logits  # propose the least likely tokens
+
+    r = inspect_tree_step(target_model, Wrong(target_model), context, root, [2, 2])
+    assert r["path"] == [0]
+    assert r["next_token"] == int(generate(target_model, torch.tensor([context + [root]]), 1)[0, 0])
+
+
+def test_drawings_have_one_box_per_node():
+    parents = [-1, 0, 0, 1, 1, 2]
+    fig = draw_tree(parents, accepted=[0, 1, 4])
+    assert len(fig.axes[0].texts) == len(parents)
+    fig = draw_mask(parents)
+    image = fig.axes[0].images[0].get_array()
+    assert image.shape == (6, 6) and int(image.sum()) == 14  # each node sees itself + ancestors: 1+2+2+3+3+3

@@ -1,0 +1,86 @@
+"""Pictures of token trees: the tree itself (accepted path highlighted) and its attention mask."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from .topology import depths, tree_mask
+
+ACCEPTED, REJECTED, ROOT = "#2da44e", "#d0d7de", "#0969da"
+
+
+def _layout(parents: Sequence[int]) -> list[tuple[float, float]]:
+    """(x = depth, y) per node: leaves get consecutive rows in depth-first order, parents sit at their children's mean."""
+    children: list[list[int]] = [[] for _ in parents]
+    for i, p in enumerate(parents[1:], start=1):
+        children[p].append(i)
+    y = [0.0] * len(parents)
+    next_row = 0
+
+    def place(node: int) -> None:
+        nonlocal next_row
+        for child in children[node]:
+            place(child)
+        if children[node]:
+            y[node] = sum(y[c] for c in children[node]) / len(children[node])
+        else:
+            y[node], next_row = float(next_row), next_row + 1
+
+    place(0)
+    return [(float(d), -yy) for d, yy in zip(depths(parents), y)]
+
+
+def draw_tree(
+    parents: Sequence[int], labels: Sequence[str] | None = None, accepted: Sequence[int] = (), ax: Axes | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Draw a tree left to right (root at the left); nodes on `accepted` (node ids) in green.
+
+    labels: text per node (default: the node id).
+    """
+    xy = _layout(parents)
+    labels = [str(i) for i in range(len(parents))] if labels is None else list(labels)
+    on_path = set(accepted)
+    if ax is None:
+        rows = max(1, len({round(y, 3) for _, y in xy}))
+        fig, ax = plt.subplots(figsize=(2.2 + 1.9 * max(depths(parents)), 0.8 + 0.42 * rows))
+    fig = ax.figure
+    for i, p in enumerate(parents):
+        if p >= 0:
+            good = i in on_path and p in on_path
+            ax.plot([xy[p][0], xy[i][0]], [xy[p][1], xy[i][1]], color=ACCEPTED if good else "0.6",
+                    lw=2.5 if good else 1, zorder=1)
+    for i, (x, y) in enumerate(xy):
+        color = ROOT if i == 0 else ACCEPTED if i in on_path else REJECTED
+        ax.text(x, y, labels[i], ha="center", va="center", fontsize=9, family="monospace", zorder=2,
+                color="white" if color != REJECTED else "black",
+                bbox=dict(boxstyle="round,pad=0.3", fc=color, ec="none"))
+    ax.set_xlim(-0.6, max(x for x, _ in xy) + 0.6)
+    ax.set_ylim(min(y for _, y in xy) - 0.6, 0.6)
+    ax.set_xticks(range(max(depths(parents)) + 1))
+    ax.set_xlabel("depth (position = prefix length + depth)")
+    ax.set_yticks([])
+    for side in ("left", "right", "top"):
+        ax.spines[side].set_visible(False)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def draw_mask(parents: Sequence[int], labels: Sequence[str] | None = None, ax: Axes | None = None) -> Figure:
+    """The tree attention mask as an image: row i = what node i may attend to (itself and its ancestors)."""
+    mask = tree_mask(parents).int().numpy()
+    labels = [str(i) for i in range(len(parents))] if labels is None else list(labels)
+    if ax is None:
+        size = 1.5 + 0.35 * len(parents)
+        _, ax = plt.subplots(figsize=(size, size))
+    ax.imshow(mask, cmap="Blues", vmin=0, vmax=1.3)
+    ax.set_xticks(range(len(parents)), labels, rotation=90, family="monospace", fontsize=8)
+    ax.set_yticks(range(len(parents)), labels, family="monospace", fontsize=8)
+    ax.set(xlabel="key (attended node)", ylabel="query (node)", title="tree attention mask")
+    ax.figure.tight_layout()
+    return ax.figure
