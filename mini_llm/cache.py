@@ -35,6 +35,10 @@ class KVCache:
     def __repr__(self) -> str:
         return f"KVCache(length={self.length}, max_len={self.max_len}, batch_size={self.batch_size})"
 
+    def _writable(self) -> torch.inference_mode:
+        """A cache made under torch.inference_mode holds inference tensors, writable only in that mode."""
+        return torch.inference_mode(self.k.is_inference())
+
     def reserve(self, n_new: int) -> tuple[int, int]:
         """Check that `n_new` more tokens fit; return the slot range `[start, end)` they will use."""
         end = self.length + n_new
@@ -50,8 +54,9 @@ class KVCache:
         Does not advance `length`: the model does that once after the last layer.
         """
         start, end = self.reserve(k.shape[2])
-        self.k[layer, :, :, start:end] = k
-        self.v[layer, :, :, start:end] = v
+        with self._writable():
+            self.k[layer, :, :, start:end] = k
+            self.v[layer, :, :, start:end] = v
         return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
 
     def advance(self, n_new: int) -> None:
@@ -81,6 +86,7 @@ class KVCache:
             raise ValueError(f"compact: start={start} outside [0, length={self.length}]")
         if n and not torch.equal(keep, torch.arange(n)):
             src = (keep + start).to(self.k.device)
-            self.k[:, :, :, start:start + n] = self.k.index_select(3, src)
-            self.v[:, :, :, start:start + n] = self.v.index_select(3, src)
+            with self._writable():
+                self.k[:, :, :, start:start + n] = self.k.index_select(3, src)
+                self.v[:, :, :, start:start + n] = self.v.index_select(3, src)
         self.length = start + n

@@ -115,3 +115,14 @@ def test_mask_of_wrong_shape_or_dtype_is_rejected(model):
         model(ids, mask=torch.ones(4, 4))
     with pytest.raises(ValueError, match="positions"):
         model(ids, positions=torch.arange(5))
+
+
+def test_cache_made_in_inference_mode_stays_usable_outside_it(model):
+    ids = torch.randint(0, model.cfg.vocab_size, (1, 6))
+    with torch.inference_mode():
+        cache = model.new_cache(max_len=16)
+        model(ids[:, :4], cache=cache)
+    with torch.no_grad():
+        model(ids[:, 4:], cache=cache)  # writes outside inference mode
+    cache.compact(2, [0, 2, 3])  # as after a tree verify pass
+    assert cache.length == 5
