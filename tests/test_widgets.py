@@ -3,6 +3,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -132,3 +134,11 @@ def test_drawings_have_one_box_per_node():
     fig = draw_mask(parents)
     image = fig.axes[0].images[0].get_array()
     assert image.shape == (6, 6) and int(image.sum()) == 14  # each node sees itself + ancestors: 1+2+2+3+3+3
+
+
+def test_jupyterlab_has_the_widget_extension():
+    """Opening a notebook in JupyterLab renders the panels: the ipywidgets lab extension is installed."""
+    from jupyter_core.paths import jupyter_path
+
+    found = [Path(d) / "@jupyter-widgets" / "jupyterlab-manager" / "package.json" for d in jupyter_path("labextensions")]
+    assert any(p.exists() for p in found), f"pip install -r requirements.txt (jupyterlab_widgets); looked in {found}"
