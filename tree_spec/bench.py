@@ -78,7 +78,7 @@ def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path
 
     methods.append(Method("plain greedy (mini_llm)", "1 token / call", lambda p, n, t, s: (
         generate(target, torch.tensor([p]), n, temperature=t, generator=_gen(s))[0].tolist(), None)))
-    ngram = NGramDrafter(target.cfg.vocab_size)
+    ngram = NGramDrafter(target.cfg.vocab_size, device=target.device)
     methods.append(Method("n-gram / prompt lookup", f"chain k={CHAIN_K + 1}", chain(ngram, CHAIN_K + 1)))
     if draft is not None:
         methods.append(Method("small model", f"chain k={CHAIN_K}", chain(ModelDrafter(draft), CHAIN_K)))

@@ -37,12 +37,13 @@ class NGramDrafter(Drafter):
     """
 
     def __init__(self, vocab_size: int, max_ngram: int = 4, min_ngram: int = 1, boost: float = 12.0,
-                 window: int = 1024) -> None:
+                 window: int = 1024, device: torch.device | str = "cpu") -> None:
         super().__init__()
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
         self._vocab_size = vocab_size
         self.max_ngram, self.min_ngram, self.boost, self.window = max_ngram, min_ngram, boost, window
+        self._device = torch.device(device)
 
     def __repr__(self) -> str:
         return f"NGramDrafter(ngram {self.min_ngram}..{self.max_ngram})"
@@ -53,7 +54,7 @@ class NGramDrafter(Drafter):
 
     @property
     def device(self) -> torch.device:
-        return torch.device("cpu")
+        return self._device
 
     def reset(self, max_len: int) -> None:
         pass
@@ -63,7 +64,7 @@ class NGramDrafter(Drafter):
     ) -> torch.Tensor:
         self.calls += 1
         recent = list(context[-self.window:])
-        logits = torch.zeros(len(frontier), self._vocab_size)
+        logits = torch.zeros(len(frontier), self._vocab_size)  # filled on the CPU, moved once
         for row, node in enumerate(frontier):
             path = []
             while node >= 0:
@@ -73,4 +74,4 @@ class NGramDrafter(Drafter):
             counts = Counter(followers)  # insertion order = most recent first, kept by most_common on ties
             for rank, (token, count) in enumerate(counts.most_common()):
                 logits[row, token] = self.boost + math.log(count) - 1e-3 * rank
-        return logits
+        return logits.to(self._device)
