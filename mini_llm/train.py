@@ -119,12 +119,10 @@ def export(model: Transformer, out: Path, tok_dir: Path, log: dict) -> None:
 
 
 def plot_loss(log: dict, path: Path) -> None:
-    import matplotlib
+    from matplotlib.figure import Figure  # no pyplot: a notebook's backend is left alone
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig = Figure(figsize=(6, 3.5))
+    ax = fig.subplots()
     tr = log["train"]
     if tr:
         ax.plot([r["tokens"] / 1e6 for r in tr], [r["loss"] for r in tr], lw=0.8, alpha=0.6, label="train")
@@ -138,7 +136,6 @@ def plot_loss(log: dict, path: Path) -> None:
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -219,14 +219,12 @@ def markdown(result: dict) -> str:
 
 
 def plot(result: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: a notebook's backend is left alone
 
     rows = result["rows"]
     labels = [f"{r['method']}\n{r['form']}" for r in rows]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 0.45 * len(rows) + 1.5), sharey=True)
+    fig = Figure(figsize=(13, 0.45 * len(rows) + 1.5))
+    ax1, ax2 = fig.subplots(1, 2, sharey=True)
     ax1.barh(labels, [r["speedup"] for r in rows], color="tab:blue")
     ax1.axvline(1.0, color="gray", lw=1)
     ax1.set(xlabel="speedup vs plain mini_llm greedy (same run)")
@@ -237,7 +235,6 @@ def plot(result: dict, path: Path) -> None:
                  f"{result['new_tokens']} tokens")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> dict:

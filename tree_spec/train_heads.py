@@ -187,12 +187,10 @@ def evaluate(
 
 def plot(log: dict, path: Path) -> None:
     """Held-out acceptance per position vs epoch, and the training loss."""
-    import matplotlib
+    from matplotlib.figure import Figure  # no pyplot: a notebook's backend is left alone
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    fig = Figure(figsize=(10, 4))
+    ax1, ax2 = fig.subplots(1, 2)
     evals = log["evals"]
     for d in range(len(evals[0]["acceptance_per_position"])):
         ax1.plot([e["epoch"] for e in evals], [e["acceptance_per_position"][d] for e in evals], marker="o",
@@ -204,7 +202,6 @@ def plot(log: dict, path: Path) -> None:
     ax2.set(xlabel="step", ylabel="loss", title="training loss")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def write_card(folder: Path, log: dict) -> None:
