@@ -104,10 +104,17 @@ def chain_break_even_alpha(k: int, c: float) -> float | None:
         raise ValueError(f"k must be >= 1, got {k}")
     if c >= 1:
         return None
+    return _break_even(lambda alpha: expected_speedup(alpha, k, c))
+
+
+def _break_even(speedup: Callable[[float], float]) -> float | None:
+    """The alpha in [0, 1] where a speedup that rises with alpha reaches 1 (bisection); None if it never does."""
+    if speedup(1.0) < 1:
+        return None
     lo, hi = 0.0, 1.0
     for _ in range(60):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if expected_tokens_per_verify(mid, k) < k * c + 1 else (lo, mid)
+        lo, hi = (mid, hi) if speedup(mid) < 1 else (lo, mid)
     return (lo + hi) / 2
 
 
@@ -250,15 +257,8 @@ def batch_report(
     def speedup(a: float) -> float:
         return expected_tokens_per_verify(a, k) * decode / cost
 
-    even = None
-    if speedup(1.0) >= 1:
-        lo, hi = 0.0, 1.0
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if speedup(mid) < 1 else (lo, mid)
-        even = (lo + hi) / 2
     return dict(batch=batch, alpha=alpha, k=k, draft_cost=draft_cost, decode_ms=decode * 1e3, verify_ms=verify * 1e3,
-                speedup=speedup(alpha), break_even_alpha=even,
+                speedup=speedup(alpha), break_even_alpha=_break_even(speedup),
                 compute_bound=verify - hw.fixed_s > (hw.weight_bytes + batch * context * hw.kv_bytes_per_token) / hw.bandwidth)
 
 
