@@ -230,10 +230,11 @@ def train(
     kind: str, target_name: str, out: Path, minutes: float | None, steps: int | None, windows: int = 1024,
     prompt_len: int = 64, gen_len: int = 64, batch: int = 16, lr: float = 1e-3, num_heads: int = 4,
     eval_prompts: int = 8, eval_tokens: int = 48, seed: int = 0, command: str = "",
+    device: torch.device | str = "cpu",
 ) -> dict:
     """Build the data, train until `steps` or `minutes`, evaluate every epoch, write the head folder."""
     torch.manual_seed(seed)
-    target = load_model(target_name)
+    target = load_model(target_name, device=device)
     target.requires_grad_(False)
     tokenizer = load_tokenizer(resolve_model_path(target_name))
     head = make_head(kind, target.cfg, num_heads).to(target.device)
@@ -241,10 +242,11 @@ def train(
     k = num_heads if kind == "medusa" else 5
 
     start = time.perf_counter()
-    data = self_distill(target, training_windows(tokenizer, windows, prompt_len, seed), gen_len, feature_layers)
+    data = self_distill(target, training_windows(tokenizer, windows, prompt_len, seed).to(target.device), gen_len,
+                        feature_layers)
     data_seconds = time.perf_counter() - start
     prompts = held_out_prompts(tokenizer, eval_prompts, chars=400)
-    expected = [generate(target, torch.tensor([p]), eval_tokens)[0].tolist() for p in prompts]
+    expected = [generate(target, torch.tensor([p], device=target.device), eval_tokens)[0].tolist() for p in prompts]
 
     log = {"kind": kind, "target": str(target_name), "head_params": sum(p.numel() for p in head.parameters()),
            "batch": batch, "lr": lr, "command": command, "hardware": _hardware(),
@@ -324,11 +326,13 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--eval-prompts", type=int, default=8)
     p.add_argument("--eval-tokens", type=int, default=48)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="where the target and the head run (cpu, cuda)")
     args = p.parse_args(argv)
     out = Path(args.out) if args.out else MODELS_DIR / "heads" / args.kind
     command = "python -m tree_spec.train_heads " + " ".join(argv if argv is not None else sys.argv[1:])
     log = train(args.kind, args.target, out, args.minutes, args.steps, args.windows, args.prompt_len, args.gen_len,
-                args.batch, args.lr, args.num_heads, args.eval_prompts, args.eval_tokens, args.seed, command)
+                args.batch, args.lr, args.num_heads, args.eval_prompts, args.eval_tokens, args.seed, command,
+                args.device)
     final = log["evals"][-1]
     print(f"{args.kind}: {log['steps']} steps in {log['train_seconds'] / 60:.1f} min "
           f"(data {log['data']['seconds']:.0f} s); "
