@@ -40,13 +40,27 @@ def test_counters_with_a_perfect_and_a_useless_draft(target):
     useless = speculative_generate(target, random_model(seed=9), prompt, 18, k=4)
     assert useless.tokens == perfect.tokens
     assert useless.tau == pytest.approx(len(useless.tokens) / useless.target_calls)
-    assert useless.alpha == sum(useless.accepted_per_call) / useless.proposed < 0.2
+    assert useless.acceptance_ratio == sum(useless.accepted_per_call) / useless.proposed < 0.2
+    assert useless.alpha == sum(useless.accepted_at_depth) / sum(useless.reached_at_depth)
 
 
 def test_spec_output_definitions():
     out = SpecOutput(tokens=list(range(10)), target_calls=4, accepted_per_call=[3, 1, 2], proposed=12)
-    assert out.tau == 2.5 and out.alpha == 0.5
-    assert SpecOutput().tau == 0.0 and SpecOutput().alpha == 0.0
+    assert out.tau == 2.5 and out.acceptance_ratio == 0.5
+    assert SpecOutput().tau == 0.0 and SpecOutput().alpha == 0.0 and SpecOutput().acceptance_ratio == 0.0
+
+
+def test_two_rates_per_position_and_ratio():
+    # chain k=4, three verify passes accepting 4, 1 and 0 drafts
+    out = SpecOutput()
+    for accepted in (4, 1, 0):
+        out.record_verify(accepted, proposed=4, depth=4)
+    assert out.reached_at_depth == [3, 2, 1, 1] and out.accepted_at_depth == [2, 1, 1, 1]
+    assert out.alpha_at_depth == [2 / 3, 1 / 2, 1.0, 1.0]
+    assert out.alpha == 5 / 7  # accepted depths / reached depths: the α of E(α, k)
+    assert out.acceptance_ratio == 5 / 12  # accepted / proposed: vLLM's counter
+    # for a chain, tokens per verify = 1 + k · ratio
+    assert 1 + 4 * out.acceptance_ratio == pytest.approx(sum(a + 1 for a in (4, 1, 0)) / 3)
 
 
 def test_sampled_chain_is_reproducible(target, draft):

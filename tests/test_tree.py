@@ -170,7 +170,7 @@ def test_self_draft_accepts_everything_and_counts(target):
     prompt = prompts(target.cfg.vocab_size, 1)[0]
     out = tree_speculative_generate(target, target, prompt, 21, branching=[2, 2, 1, 1])
     assert out.accepted_per_call == [4] * 4 and out.target_calls == 5 and out.tau == 21 / 5
-    assert out.proposed == 4 * 14 and out.alpha == 16 / 56
+    assert out.proposed == 4 * 14 and out.acceptance_ratio == 16 / 56 and out.alpha == 1.0
     assert out.acceptance_per_position == [1.0] * 4 and out.draft_calls == 4 * 4
 
 

@@ -1,4 +1,12 @@
-"""What a speculative generation returns: the tokens and the counters behind τ and α."""
+"""What a speculative generation returns: the tokens and the counters behind τ and the two acceptance rates.
+
+Two rates, never one symbol for both:
+- α, the per-position acceptance rate: P(draft token at depth d accepted | depths < d accepted), measured as
+  (passes that accepted depth d) / (passes that drafted depth d and accepted every depth before it).
+  This is the α of E = (1 − α^(k+1)) / (1 − α).
+- the acceptance ratio: accepted draft tokens / proposed draft tokens (what vLLM's counters export).
+  For a chain τ = 1 + k · ratio; do not put it into E(α, k).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,8 +21,8 @@ class SpecOutput:
     accepted_per_call: draft tokens committed by each verify pass (the prefill proposes none).
     proposed: draft tokens sent to the target (every tree node but the roots).
     draft_calls: drafter forward passes. seconds: wall time of the whole generation.
-    accepted_at_depth[d] / proposed_at_depth[d]: verify passes that committed a draft token at
-    depth d + 1 / that drafted down to depth d + 1 (per-position acceptance).
+    Per depth d + 1 (index d): proposed_at_depth[d] verify passes drafted that deep, reached_at_depth[d]
+    of them had accepted every shallower depth, accepted_at_depth[d] committed a token there.
     """
 
     tokens: list[int] = field(default_factory=list)
@@ -25,6 +33,7 @@ class SpecOutput:
     seconds: float = 0.0
     accepted_at_depth: list[int] = field(default_factory=list)
     proposed_at_depth: list[int] = field(default_factory=list)
+    reached_at_depth: list[int] = field(default_factory=list)
 
     @property
     def tau(self) -> float:
@@ -32,13 +41,24 @@ class SpecOutput:
         return len(self.tokens) / self.target_calls if self.target_calls else 0.0
 
     @property
-    def alpha(self) -> float:
-        """α: accepted draft tokens / proposed draft tokens."""
+    def acceptance_ratio(self) -> float:
+        """Acceptance ratio: accepted draft tokens / proposed draft tokens (vLLM's counter; not α)."""
         return sum(self.accepted_per_call) / self.proposed if self.proposed else 0.0
 
     @property
+    def alpha(self) -> float:
+        """α, the per-position acceptance rate: accepted depths / reached depths, pooled over all depths."""
+        reached = sum(self.reached_at_depth)
+        return sum(self.accepted_at_depth) / reached if reached else 0.0
+
+    @property
+    def alpha_at_depth(self) -> list[float]:
+        """α at depth 1, 2, ...: P(depth d accepted | every shallower depth accepted), 0.0 where never reached."""
+        return [a / r if r else 0.0 for a, r in zip(self.accepted_at_depth, self.reached_at_depth)]
+
+    @property
     def acceptance_per_position(self) -> list[float]:
-        """Fraction of verify passes that accepted a draft token at depth 1, 2, ..."""
+        """Unconditional: fraction of verify passes drafting depth d that accepted it (= ∏ α up to d for a chain)."""
         return [a / p for a, p in zip(self.accepted_at_depth, self.proposed_at_depth)]
 
     def record_verify(self, accepted: int, proposed: int, depth: int) -> None:
@@ -49,14 +69,17 @@ class SpecOutput:
         missing = depth - len(self.proposed_at_depth)
         self.proposed_at_depth += [0] * missing
         self.accepted_at_depth += [0] * missing
+        self.reached_at_depth += [0] * missing
         for d in range(depth):
             self.proposed_at_depth[d] += 1
+            self.reached_at_depth[d] += d <= accepted
             self.accepted_at_depth[d] += d < accepted
 
     def summary(self) -> str:
-        """One line: tokens, target calls, τ, α, draft calls, time."""
+        """One line: tokens, target calls, τ, both acceptance rates, draft calls, time."""
         return (
             f"{len(self.tokens)} tokens, {self.target_calls} target calls, "
-            f"tau {self.tau:.2f} tokens/call (incl. the target's token), alpha {self.alpha:.2f}, "
+            f"tau {self.tau:.2f} tokens/call (incl. the target's token), "
+            f"per-position alpha {self.alpha:.2f}, acceptance ratio {self.acceptance_ratio:.2f}, "
             f"{self.draft_calls} draft calls, {self.seconds:.2f} s"
         )
