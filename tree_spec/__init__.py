@@ -4,6 +4,7 @@ from .drafters import Drafter, ModelDrafter, QuantizedSelfDrafter, TargetFeature
 from .dynamic import build_dynamic_tree, dynamic_tree_speculative_generate
 from .feature_drafters import HeadDrafter, MedusaDrafter
 from .head_io import load_head
+from .lookahead import LookaheadDrafter, lookahead_generate
 from .ngram import NGramDrafter
 from .output import SpecOutput
 from .sampling import residual, verify_chain, verify_tree
@@ -17,10 +18,12 @@ from .tree import (
 )
 
 __all__ = [
-    "Drafter", "DraftTree", "HeadDrafter", "MedusaDrafter", "ModelDrafter", "NGramDrafter", "QuantizedSelfDrafter",
+    "Drafter", "DraftTree", "HeadDrafter", "LookaheadDrafter", "MedusaDrafter", "ModelDrafter", "NGramDrafter",
+    "QuantizedSelfDrafter",
     "SpecOutput", "TargetFeatures", "accept_greedy", "as_drafter", "break_even_alpha", "build_draft_tree",
     "build_dynamic_tree", "chi_square", "depths", "dynamic_tree_speculative_generate", "expected_speedup",
-    "expected_tokens_per_verify", "load_head", "positions", "residual", "roofline_step_time", "simulate_tail",
+    "expected_tokens_per_verify", "load_head", "lookahead_generate", "positions", "residual", "roofline_step_time",
+    "simulate_tail",
     "speculative_generate", "speedup_table", "tree_expected_tokens", "tree_mask", "tree_speculative_generate",
     "validate_parents", "verify_chain", "verify_tree", "wall_time_per_token",
 ]

@@ -45,6 +45,7 @@ def speculative_generate(
         start = cache.length
         ids = torch.tensor([tree.tokens], device=device)
         logits, feats = target_forward(target, drafter, ids, cache)  # [n_draft + 1, V]
+        drafter.observe_verify(tree.tokens, tree.parents, logits)
         if temperature == 0.0:
             predicted = logits.argmax(-1).tolist()
             n_accepted = 0

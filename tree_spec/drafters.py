@@ -69,6 +69,12 @@ class Drafter(ABC):
     def observe(self, features: TargetFeatures) -> None:
         """Take the target's features of the next committed tokens (only if `feature_layers` is set)."""
 
+    def observe_verify(self, tokens: Sequence[int], parents: Sequence[int], target_logits: torch.Tensor) -> None:
+        """See every verify pass: the tree fed (node 0 = root) and the target's logits [n, V] at each node.
+
+        A no-op for most drafters; lookahead decoding takes its Jacobi updates from it.
+        """
+
     @abstractmethod
     def next_logits(
         self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int]

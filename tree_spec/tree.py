@@ -162,6 +162,7 @@ def tree_step(
         ids = torch.tensor([tree.tokens], device=device)
         pos, mask = positions(tree.parents, start, device), tree_mask(tree.parents, device)
         logits, feats = target_forward(target, drafter, ids, cache, pos, mask)  # one pass for the whole tree
+        drafter.observe_verify(tree.tokens, tree.parents, logits)
         if temperature == 0.0:
             path = accept_greedy(tree.tokens, tree.parents, logits)
             next_token = int(logits[path[-1]].argmax())
