@@ -1,4 +1,4 @@
-"""Pictures of token trees: the tree itself (accepted path highlighted) and its attention mask."""
+"""Pictures of token trees: the tree itself (accepted path highlighted), its attention mask, and `compact`'s KV slots."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -82,5 +82,43 @@ def draw_mask(parents: Sequence[int], labels: Sequence[str] | None = None, ax: A
     ax.set_xticks(range(len(parents)), labels, rotation=90, family="monospace", fontsize=8)
     ax.set_yticks(range(len(parents)), labels, family="monospace", fontsize=8)
     ax.set(xlabel="key (attended node)", ylabel="query (node)", title="tree attention mask")
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def draw_compact(
+    slot_labels: Sequence[str], keep: Sequence[int], start: int, ax: Axes | None = None, title: str | None = None
+) -> Figure:
+    """KV-slot diagram of `cache.compact(start, keep)`: the verified tree's slots before, the kept path after.
+
+    slot_labels: text of the tree's nodes in slot order (node i sits in slot start + i before);
+    keep: the node ids kept, strictly increasing (the accepted path). Kept slots are green, dropped
+    ones grey; an arrow moves slot start + keep[j] to slot start + j; slots past the new length are free.
+    """
+    n, kept = len(slot_labels), list(keep)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.6 + 0.72 * (n + 1), 2.6))
+    rows = {"before": 1.0, "after": 0.0}
+    for name, y in rows.items():
+        ax.text(-1.0, y, f"prefix\n0..{start - 1}", ha="center", va="center", fontsize=8,
+                bbox=dict(boxstyle="round,pad=0.3", fc=ROOT, ec="none", alpha=0.25))
+        ax.text(-2.0, y, name, ha="right", va="center", fontsize=9, weight="bold")
+    for i, label in enumerate(slot_labels):
+        color = ACCEPTED if i in kept else REJECTED
+        ax.text(i, 1.0, label, ha="center", va="center", fontsize=8, family="monospace",
+                color="white" if color == ACCEPTED else "black", bbox=dict(boxstyle="round,pad=0.3", fc=color, ec="none"))
+        after = slot_labels[kept[i]] if i < len(kept) else "free"
+        ax.text(i, 0.0, after, ha="center", va="center", fontsize=8, family="monospace",
+                color="white" if i < len(kept) else "0.5",
+                bbox=dict(boxstyle="round,pad=0.3", fc=ACCEPTED if i < len(kept) else "white",
+                          ec="none" if i < len(kept) else "0.7", ls="--"))
+        ax.text(i, -0.42, str(start + i), ha="center", va="center", fontsize=7, color="0.4")
+    for j, i in enumerate(kept):
+        ax.annotate("", xy=(j, 0.2), xytext=(i, 0.8), arrowprops=dict(arrowstyle="->", color=ACCEPTED, lw=1.2))
+    ax.text(n / 2 - 0.5, -0.7, "KV slot", ha="center", fontsize=8, color="0.4")
+    ax.set_xlim(-2.6, n - 0.4)
+    ax.set_ylim(-0.85, 1.4)
+    ax.axis("off")
+    ax.set_title(title or f"cache.compact({start}, {kept}): keep the accepted path, drop the branches")
     ax.figure.tight_layout()
     return ax.figure
