@@ -5,6 +5,8 @@ python -m tree_spec.experiment [--model tiny-qwen3] [--tokens 48] [--prompt "def
 from __future__ import annotations
 
 import argparse
+import statistics
+import time
 from collections.abc import Sequence
 
 import torch
@@ -15,6 +17,8 @@ from .drafters import QuantizedSelfDrafter
 from .speedup import tree_node_count
 from .tree import tree_speculative_generate
 
+# The handbook chapter's figures (Qwen3-0.6B, CPU, 48 new tokens, INT4 group fake-quantized self draft, greedy).
+CHAPTER = {"chain": dict(target_calls=23, tau=2.23, nodes=4), "tree": dict(target_calls=21, tau=2.45, nodes=14)}
 DEFAULT_PROMPT = 'def read_config(path):\n    """Read a JSON configuration file and return it as a dict."""\n'
 SHAPES = {"chain": [1, 1, 1, 1], "tree": [2, 2, 1, 1]}
 
@@ -39,6 +43,82 @@ def run_experiment(
             seconds=out.seconds,
         ))
     return rows
+
+
+def _thread_time(fn):
+    """(fn(), thread CPU seconds it took): with one torch thread this is the work, whatever else loads the cores."""
+    start = time.thread_time()
+    result = fn()
+    return result, time.thread_time() - start
+
+
+def run_prompts_experiment(
+    target: Transformer, prompts: Sequence[Sequence[int]], max_new_tokens: int = 48, bits: int = 4
+) -> dict[str, dict]:
+    """The chapter's experiment over many prompts, timed: plain greedy, chain and tree with the INT-`bits` self draft.
+
+    Runs on one torch thread and times each generation by thread CPU time (restores the thread count).
+    -> {"plain" | "chain" | "tree": row}; row lists per prompt: target_calls, tau (tokens per target
+    call, counting the target's own token), ms_per_token (thread time / new tokens); plus branching,
+    nodes, identical (every prompt equal to plain greedy), alpha and acceptance_ratio (pooled over prompts).
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        drafter = QuantizedSelfDrafter(target, bits=bits)
+        tree_speculative_generate(target, drafter, prompts[0], 4, branching=SHAPES["tree"])  # warm-up
+        rows: dict[str, dict] = {"plain": dict(branching=[], nodes=0, target_calls=[], tau=[], ms_per_token=[])}
+        expected = []
+        for ids in prompts:
+            new, seconds = _thread_time(
+                lambda: generate(target, torch.tensor([list(ids)], device=target.device), max_new_tokens)[0].tolist())
+            expected.append(new)
+            rows["plain"]["target_calls"].append(len(new))
+            rows["plain"]["tau"].append(1.0)
+            rows["plain"]["ms_per_token"].append(1e3 * seconds / len(new))
+        for name, branching in SHAPES.items():
+            row = dict(branching=branching, nodes=tree_node_count(branching), target_calls=[], tau=[], ms_per_token=[],
+                       identical=True)
+            accepted = proposed = reached = accepted_depths = 0
+            for ids, plain in zip(prompts, expected):
+                out, seconds = _thread_time(
+                    lambda: tree_speculative_generate(target, drafter, ids, max_new_tokens, branching=branching))
+                row["target_calls"].append(out.target_calls)
+                row["tau"].append(out.tau)
+                row["ms_per_token"].append(1e3 * seconds / len(out.tokens))
+                row["identical"] &= out.tokens == plain
+                accepted += sum(out.accepted_per_call)
+                proposed += out.proposed
+                reached += sum(out.reached_at_depth)
+                accepted_depths += sum(out.accepted_at_depth)
+            row["alpha"] = accepted_depths / reached if reached else 0.0
+            row["acceptance_ratio"] = accepted / proposed if proposed else 0.0
+            rows[name] = row
+    finally:
+        torch.set_num_threads(threads)
+    return rows
+
+
+def mean_spread(values: Sequence[float]) -> str:
+    """'mean ± standard deviation' of a list of numbers (spread 0 for a single value)."""
+    spread = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):.2f} ± {spread:.2f}"
+
+
+def print_prompts_experiment(rows: dict[str, dict]) -> None:
+    """One line per method: target passes, tokens per pass and ms per token as mean ± spread over prompts,
+    next to the chapter's figures."""
+    n = len(rows["plain"]["tau"])
+    print(f"{'':6s} {'branching':13s} {'nodes':>5s} {'target passes':>14s} {'tokens/pass':>12s} {'ms/token (1 thread)':>20s}"
+          f" {'identical':>9s} | chapter: {'passes':>6s} {'tokens/pass':>11s}")
+    for name, row in rows.items():
+        chapter = CHAPTER.get(name)
+        published = f"{chapter['target_calls']:15d} {chapter['tau']:11.2f}" if chapter else ""
+        print(f"{name:6s} {str(row['branching'] or '-'):13s} {row['nodes']:5d} {mean_spread(row['target_calls']):>14s} "
+              f"{mean_spread(row['tau']):>12s} {mean_spread(row['ms_per_token']):>20s} {str(row.get('identical', '-')):>9s}"
+              f" | {published}")
+    print(f"mean ± standard deviation over {n} prompts; target passes count the prefill; tokens/pass (τ) counts the "
+          "target's own token (plain = 1.00)")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
