@@ -1,5 +1,6 @@
 """tree_spec: speculative decoding on mini_llm — token trees, lossless verification, drafters, speedup math."""
 from .chain import speculative_generate
+from .costs import CostCurve, DrafterCost, compare_profiles, measure_drafter_cost, measure_target_costs, profile_forward
 from .drafters import Drafter, ModelDrafter, QuantizedSelfDrafter, TargetFeatures, as_drafter
 from .dynamic import build_dynamic_tree, dynamic_tree_speculative_generate
 from .feature_drafters import HeadDrafter, MedusaDrafter
@@ -18,6 +19,7 @@ from .tree import (
 )
 
 __all__ = [
+    "CostCurve", "DrafterCost", "compare_profiles", "measure_drafter_cost", "measure_target_costs", "profile_forward",
     "Drafter", "DraftTree", "HeadDrafter", "LookaheadDrafter", "MedusaDrafter", "ModelDrafter", "NGramDrafter",
     "QuantizedSelfDrafter",
     "SpecOutput", "TargetFeatures", "accept_greedy", "as_drafter", "break_even_alpha", "build_draft_tree",

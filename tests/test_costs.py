@@ -1,0 +1,64 @@
+"""The measured cost model: curve interpolation and fit, JSON round trip, timing on a real forward, profiles."""
+import json
+
+import pytest
+import torch
+
+from tests.spec_models import perturbed_copy, random_model
+from tree_spec.costs import COSTS_DIR, CostCurve, compare_profiles, measure_drafter_cost, measure_target_costs, profile_forward
+from tree_spec.drafters import ModelDrafter
+
+
+def test_curve_interpolates_points_and_extrapolates_with_the_fitted_line():
+    curve = CostCurve(new_tokens=[4, 1, 2, 8], ms_points=[7.0, 5.0, 6.0, 9.0], context=16)
+    assert curve.new_tokens == [1, 2, 4, 8]  # sorted with their values
+    assert curve.ms(1) == curve.decode_ms == 5.0
+    assert curve.ms(3) == pytest.approx(6.5)  # halfway between the points at 2 and 4
+    # n >= 2 points lie on 5 + 0.5 n exactly, so the fit recovers it; beyond 8 the line's slope continues
+    assert (curve.intercept_ms, curve.slope_ms) == (pytest.approx(5.0), pytest.approx(0.5))
+    assert curve.ms(12) == pytest.approx(11.0)
+    assert curve.relative(4) == pytest.approx(7.0 / 5.0)
+
+
+def test_curve_json_round_trip(tmp_path):
+    curve = CostCurve(new_tokens=[1, 2, 4], ms_points=[1.0, 1.5, 2.0], context=8, model="m", hardware="cpu")
+    back = CostCurve.from_json(curve.to_json(tmp_path / "c.json"))
+    assert back == curve and CostCurve.from_json(tmp_path / "c.json") == curve
+    assert json.loads(curve.to_json())["slope_ms"] == pytest.approx(0.25)
+
+
+def test_measure_target_costs_on_a_real_forward_and_plot():
+    target = random_model(seed=3)
+    curve = measure_target_costs(target, new_tokens=(1, 2, 8, 32), context=16, repeats=3)
+    assert curve.new_tokens == [1, 2, 8, 32] and all(ms > 0 for ms in curve.ms_points)
+    assert curve.ms_points[-1] > curve.ms_points[0]  # 32 new tokens cost more than 1
+    assert curve.threads == 1 and curve.context == 16
+    tree_curve = measure_target_costs(target, new_tokens=(1, 4), context=16, repeats=2, tree_shaped=True)
+    assert tree_curve.tree_mask and len(tree_curve.ms_points) == 2
+    fig = curve.plot()
+    assert fig.axes and fig.axes[0].get_xlabel().startswith("new tokens")
+    assert torch.get_num_threads() >= 1
+
+
+def test_measure_drafter_cost_times_every_level():
+    target = random_model(seed=4)
+    cost = measure_drafter_cost(ModelDrafter(perturbed_copy(target)), target, list(range(10)), new_tokens=12,
+                                branching=(2, 1))
+    assert cost.calls >= 2 and cost.ms_per_call > 0
+    assert set(cost.by_width) <= {1, 2} and cost.ms(2) > 0
+
+
+def test_profile_lists_ops_and_the_two_token_forward_builds_a_mask():
+    target = random_model(seed=5)
+    one = {op: calls for op, _, calls in profile_forward(target, 1, context=8, repeats=2)}
+    two = {op: calls for op, _, calls in profile_forward(target, 2, context=8, repeats=2)}
+    assert "linear" in one and "scaled_dot_product_attention" in one
+    assert "tril" not in one and "tril" in two  # the causal mask exists only for T > 1
+    assert "all ops" in compare_profiles(target, 1, 2, context=8)
+
+
+def test_recorded_curve_of_the_embedded_target():
+    curve = CostCurve.from_json(COSTS_DIR / "tiny-qwen3.json")
+    assert curve.model == "tiny-qwen3" and curve.threads == 1 and curve.new_tokens[0] == 1
+    assert curve.hardware and curve.torch_version
+    assert curve.relative(64) > 1.5  # a 64-token forward is not free on a CPU

@@ -1,0 +1,399 @@
+"""A measured cost model of the learner's machine: what one target forward over n new tokens costs, and one drafter call.
+
+For notebook 00 (and every notebook that needs "what does a verify cost here"):
+
+    from tree_spec.costs import CostCurve, measure_target_costs, profile_forward, compare_profiles
+    curve = measure_target_costs(target)              # ~10 s on the embedded model (1 thread)
+    curve.ms(1), curve.relative(5), curve.relative(25)   # decode step; verify of 5 / 25 nodes in decode steps
+    curve.plot()                                      # a matplotlib Figure (no pyplot)
+    print(compare_profiles(target, 1, 2))             # ops whose time jumps between 1 and 2 new tokens
+    CostCurve.from_json("models/costs/tiny-qwen3.json")   # the curve recorded on the course machine
+
+Timing method (robust to other processes on the machine): one torch thread, `time.thread_time()` (the
+CPU time of the calling thread, which is where every op runs with one thread), median of `repeats`.
+Every forward starts with `context` tokens already in the KV cache, like a verify pass in the middle
+of a generation. `python -m tree_spec.costs` measures the embedded target and writes its JSON.
+
+What the per-op profile shows on the embedded target (tiny-qwen3, CPU, fp32, context 128; `compare_profiles`,
+measured 2026-11-30 on the course machine): the 1 → 2 token jump comes from work that only exists when T > 1.
+The [T, S] attention mask is built (`ones` + `tril`) and repeated for the query groups in each of the 8 layers
+(`repeat`, about +0.3 ms), scaled_dot_product_attention runs with a mask (about +0.15 ms), and the grouped-query
+reshape of q copies instead of being a view (about +0.14 ms). The matrix products (`linear`) cost about the
+same for 1 and 2 rows: on this small model the per-op overhead, not the arithmetic, dominates them.
+Run `compare_profiles(target)` to print the numbers on your machine.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from mini_llm import Transformer
+
+from .drafters import Drafter, as_drafter
+from .topology import tree_mask
+
+DEFAULT_NEW_TOKENS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+COSTS_DIR = Path(__file__).resolve().parent.parent / "models" / "costs"
+
+
+def hardware_name() -> str:
+    """CPU model name (or the CUDA device name) of this machine."""
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Run torch on one thread inside the block (so thread CPU time measures all of its work)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def thread_ms(fn: Callable[[], object], device: torch.device | None = None) -> float:
+    """Milliseconds of this thread's CPU time spent in fn() (wall time after a synchronize on CUDA)."""
+    if device is not None and device.type == "cuda":
+        torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize(device)
+        return 1000 * (time.perf_counter() - start)
+    start = time.thread_time()
+    fn()
+    return 1000 * (time.thread_time() - start)
+
+
+@dataclass
+class CostCurve:
+    """Measured cost of one target forward over n new tokens, at a fixed cached context.
+
+    new_tokens / ms_points: the measured points (median ms per forward). `ms(n)` interpolates them
+    piecewise-linearly and, beyond the last point, follows the least-squares line a + b·n fitted to the
+    points with n >= 2 (the 1-token decode step sits off that line: see the module docstring).
+    """
+
+    new_tokens: list[int]
+    ms_points: list[float]
+    context: int
+    model: str = ""
+    hardware: str = ""
+    torch_version: str = ""
+    threads: int = 1
+    repeats: int = 0
+    tree_mask: bool = False
+    method: str = "thread CPU time, median of repeats"
+    intercept_ms: float = field(init=False)
+    slope_ms: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        if len(self.new_tokens) != len(self.ms_points) or len(self.new_tokens) < 2:
+            raise ValueError("need at least two measured points, one ms value per new-token count")
+        order = sorted(range(len(self.new_tokens)), key=self.new_tokens.__getitem__)
+        self.new_tokens = [int(self.new_tokens[i]) for i in order]
+        self.ms_points = [float(self.ms_points[i]) for i in order]
+        pts = [(n, m) for n, m in zip(self.new_tokens, self.ms_points) if n >= 2] or list(zip(self.new_tokens,
+                                                                                            self.ms_points))
+        if len(pts) == 1:
+            self.intercept_ms, self.slope_ms = pts[0][1], 0.0
+            return
+        mean_n = sum(n for n, _ in pts) / len(pts)
+        mean_m = sum(m for _, m in pts) / len(pts)
+        var = sum((n - mean_n) ** 2 for n, _ in pts)
+        self.slope_ms = sum((n - mean_n) * (m - mean_m) for n, m in pts) / var
+        self.intercept_ms = mean_m - self.slope_ms * mean_n
+
+    def ms(self, n: float) -> float:
+        """Predicted ms of one forward over n new tokens (interpolated; the fitted line beyond the last point)."""
+        xs, ys = self.new_tokens, self.ms_points
+        if n <= xs[0]:
+            return ys[0] if n == xs[0] else self.intercept_ms + self.slope_ms * n
+        if n >= xs[-1]:
+            return ys[-1] + self.slope_ms * (n - xs[-1])
+        for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
+            if x0 <= n <= x1:
+                return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
+        raise AssertionError("unreachable")
+
+    @property
+    def decode_ms(self) -> float:
+        """ms of one plain decode step (1 new token)."""
+        return self.ms(1)
+
+    def relative(self, n: float) -> float:
+        """Cost of a forward over n new tokens in decode steps: ms(n) / ms(1)."""
+        return self.ms(n) / self.decode_ms
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """The curve as JSON text; written to `path` too when given."""
+        text = json.dumps(self.to_dict(), indent=1) + "\n"
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text)
+        return text
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CostCurve":
+        d = {k: v for k, v in d.items() if k not in ("intercept_ms", "slope_ms")}
+        return cls(**d)
+
+    @classmethod
+    def from_json(cls, path_or_text: str | Path) -> "CostCurve":
+        """Load from a JSON file path or JSON text."""
+        text = str(path_or_text)
+        if not text.lstrip().startswith("{"):
+            text = Path(path_or_text).read_text()
+        return cls.from_dict(json.loads(text))
+
+    def summary(self) -> str:
+        """One line: where and how it was measured, the decode step and the fitted line."""
+        return (f"{self.model or 'target'} on {self.hardware or '?'} ({self.threads} thread, torch {self.torch_version}), "
+                f"context {self.context}: decode {self.decode_ms:.2f} ms; ms(n) ≈ {self.intercept_ms:.2f} + "
+                f"{self.slope_ms:.3f}·n for n >= 2; verify of 5 tokens = {self.relative(5):.2f} decode steps, "
+                f"25 tokens = {self.relative(25):.2f}")
+
+    def plot(self, ax=None):
+        """Measured points, interpolation and fitted line, in ms and in decode steps -> matplotlib Figure."""
+        from matplotlib.figure import Figure  # no pyplot: a notebook's backend is left alone
+
+        if ax is None:
+            fig = Figure(figsize=(6.5, 4))
+            ax = fig.subplots()
+        else:
+            fig = ax.figure
+        xs = self.new_tokens
+        ax.plot(xs, self.ms_points, "o-", label="measured (median)")
+        grid = [0, xs[-1] * 1.1]
+        ax.plot(grid, [self.intercept_ms + self.slope_ms * g for g in grid], "--", color="gray",
+                label=f"fit n>=2: {self.intercept_ms:.2f} + {self.slope_ms:.3f}·n ms")
+        ax.axhline(self.decode_ms, color="tab:red", lw=0.8, label=f"decode step {self.decode_ms:.2f} ms")
+        ax.set(xlabel="new tokens in one forward (verify nodes)", ylabel="ms per forward",
+               title=f"{self.model or 'target'}: forward cost, context {self.context}, {self.threads} thread")
+        right = ax.secondary_yaxis("right", functions=(lambda m: m / self.decode_ms, lambda r: r * self.decode_ms))
+        right.set_ylabel("decode steps")
+        ax.set_xlim(0, xs[-1] * 1.1)
+        ax.set_ylim(0, None)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        return fig
+
+
+def _context_ids(target: Transformer, context: int, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(0, target.cfg.vocab_size, (1, max(context, 1)), generator=gen).to(target.device)
+
+
+@torch.inference_mode()
+def measure_target_costs(
+    target: Transformer,
+    new_tokens: Sequence[int] = DEFAULT_NEW_TOKENS,
+    context: int = 128,
+    repeats: int = 7,
+    device: torch.device | str | None = None,
+    tree_shaped: bool = False,
+    model_name: str = "",
+) -> CostCurve:
+    """Time one target forward over n new tokens after `context` cached tokens, for each n -> CostCurve.
+
+    One torch thread, thread CPU time (CUDA: wall time with synchronize), median of `repeats` after one
+    warm-up per n. tree_shaped: pass an explicit [n, n] tree mask (a chain-shaped one, i.e. causal) and
+    explicit positions, as a tree verify does; otherwise the default causal path.
+    """
+    device = torch.device(device) if device is not None else target.device
+    if device != target.device:
+        raise ValueError(f"target is on {target.device}, asked to measure on {device}")
+    new_tokens = sorted({int(n) for n in new_tokens})
+    if new_tokens[0] < 1:
+        raise ValueError("new token counts must be >= 1")
+    cache = target.new_cache(batch_size=1, max_len=context + new_tokens[-1] + 1)
+    prefix = _context_ids(target, context)
+    gen = torch.Generator().manual_seed(1)
+    medians = []
+    with one_thread():
+        target(prefix, cache=cache)
+        for n in new_tokens:
+            ids = torch.randint(0, target.cfg.vocab_size, (1, n), generator=gen).to(device)
+            kwargs = {}
+            if tree_shaped:
+                parents = [-1] + list(range(n - 1))
+                kwargs = dict(mask=tree_mask(parents, device), positions=torch.arange(context, context + n, device=device))
+            times = []
+            for r in range(repeats + 1):
+                cache.truncate(context)
+                ms = thread_ms(lambda: target(ids, cache=cache, **kwargs), device)
+                if r:  # the first is a warm-up
+                    times.append(ms)
+            medians.append(statistics.median(times))
+        cache.truncate(context)
+    return CostCurve(
+        new_tokens=new_tokens, ms_points=medians, context=context, model=model_name,
+        hardware=hardware_name(), torch_version=torch.__version__, threads=1, repeats=repeats, tree_mask=tree_shaped,
+        method="CUDA wall time with synchronize, median" if device.type == "cuda" else "thread CPU time, median",
+    )
+
+
+@dataclass
+class DrafterCost:
+    """Measured drafter cost. ms_per_call: mean ms of one `next_logits` call (= one tree level, the whole
+    frontier in one batch); by_width: mean ms per call keyed by the frontier size; calls: calls timed."""
+
+    ms_per_call: float
+    by_width: dict[int, float]
+    calls: int
+
+    def ms(self, width: int) -> float:
+        """ms of one call with `width` frontier nodes (the nearest measured width; the mean if none)."""
+        if not self.by_width:
+            return self.ms_per_call
+        nearest = min(self.by_width, key=lambda w: (abs(w - width), w))
+        return self.by_width[nearest]
+
+
+@contextmanager
+def timed_drafter(drafter: Drafter) -> Iterator[list[tuple[int, float]]]:
+    """Inside the block, every `drafter.next_logits` call appends (frontier size, thread ms) to the yielded list."""
+    record: list[tuple[int, float]] = []
+    original = drafter.next_logits
+
+    def timed(context, tokens, parents, frontier):
+        start = time.thread_time()
+        out = original(context, tokens, parents, frontier)
+        record.append((len(frontier), 1000 * (time.thread_time() - start)))
+        return out
+
+    drafter.next_logits = timed
+    try:
+        yield record
+    finally:
+        del drafter.next_logits  # back to the class method
+
+
+def measure_drafter_cost(
+    drafter: Drafter | Transformer,
+    target: Transformer,
+    prompt_ids: Sequence[int] | None = None,
+    new_tokens: int = 32,
+    branching: Sequence[int] = (2, 2, 1, 1),
+) -> DrafterCost:
+    """ms per drafter call (one call = one tree level for the whole frontier), measured inside a short greedy
+    tree generation with one torch thread and thread CPU time (feature drafters get real target features)."""
+    from .tree import tree_speculative_generate
+
+    drafter = as_drafter(drafter)
+    prompt = list(prompt_ids) if prompt_ids is not None else _context_ids(target, 64)[0].tolist()
+    with one_thread(), timed_drafter(drafter) as record:
+        tree_speculative_generate(target, drafter, prompt, new_tokens, branching=branching)
+    if not record:
+        raise ValueError("the drafter was never called")
+    by_width: dict[int, list[float]] = {}
+    for width, ms in record:
+        by_width.setdefault(width, []).append(ms)
+    return DrafterCost(
+        ms_per_call=sum(ms for _, ms in record) / len(record),
+        by_width={w: sum(v) / len(v) for w, v in sorted(by_width.items())},
+        calls=len(record),
+    )
+
+
+class _OpTimer(TorchDispatchMode):
+    """Accumulates the thread CPU ms and the call count of every aten op run inside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ms: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        start = time.thread_time()
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        self.ms[name] = self.ms.get(name, 0.0) + 1000 * (time.thread_time() - start)
+        self.calls[name] = self.calls.get(name, 0) + 1
+        return out
+
+
+@torch.inference_mode()
+def profile_forward(target: Transformer, n: int, context: int = 128, repeats: int = 20) -> list[tuple[str, float, int]]:
+    """Per-op timing of one target forward over n new tokens after `context` cached tokens, one thread.
+
+    Every op the forward dispatches is timed with thread CPU time (robust to other processes; the timer
+    itself adds a little per op). Returns [(op name, ms per forward, calls per forward)], most expensive first.
+    """
+    cache = target.new_cache(batch_size=1, max_len=context + n + 1)
+    ids = _context_ids(target, n, seed=2)
+    timer = _OpTimer()
+    with one_thread():
+        target(_context_ids(target, context), cache=cache)
+        for _ in range(3):  # warm-up
+            cache.truncate(context)
+            target(ids, cache=cache)
+        for _ in range(repeats):
+            cache.truncate(context)
+            with timer:
+                target(ids, cache=cache)
+    rows = [(op, ms / repeats, timer.calls[op] // repeats) for op, ms in timer.ms.items()]
+    return sorted(rows, key=lambda r: r[1], reverse=True)
+
+
+def compare_profiles(target: Transformer, n_a: int = 1, n_b: int = 2, context: int = 128, top: int = 10) -> str:
+    """A text table: ms per forward (and calls) of each op at n_a and n_b new tokens, largest increase first."""
+    a = {op: (ms, c) for op, ms, c in profile_forward(target, n_a, context)}
+    b = {op: (ms, c) for op, ms, c in profile_forward(target, n_b, context)}
+    ops = sorted(set(a) | set(b), key=lambda k: b.get(k, (0.0, 0))[0] - a.get(k, (0.0, 0))[0], reverse=True)
+    lines = [f"{'op':32s} {f'{n_a} new token(s)':>18s} {f'{n_b} new tokens':>18s} {'change':>8s}   "
+             f"(thread CPU ms per forward, calls)"]
+    for op in ops[:top]:
+        (ms_a, c_a), (ms_b, c_b) = a.get(op, (0.0, 0)), b.get(op, (0.0, 0))
+        lines.append(f"{op[:32]:32s} {ms_a:11.3f} ({c_a:3d}) {ms_b:11.3f} ({c_b:3d}) {ms_b - ms_a:+8.3f}")
+    tot_a, tot_b = sum(v[0] for v in a.values()), sum(v[0] for v in b.values())
+    lines.append(f"{'all ops':32s} {tot_a:17.3f} {tot_b:17.3f} {tot_b - tot_a:+8.3f}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    import argparse
+
+    from mini_llm import load_model
+
+    p = argparse.ArgumentParser(description="Measure the target's forward-cost curve and save it as JSON.")
+    p.add_argument("--model", default="tiny-qwen3")
+    p.add_argument("--context", type=int, default=128)
+    p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--out", default=None, help="JSON path (default models/costs/<model>.json)")
+    p.add_argument("--profile", action="store_true", help="also print the 1 vs 2 token profile")
+    args = p.parse_args(argv)
+    target = load_model(args.model)
+    curve = measure_target_costs(target, context=args.context, repeats=args.repeats, model_name=args.model)
+    out = Path(args.out) if args.out else COSTS_DIR / f"{Path(args.model).name}.json"
+    curve.to_json(out)
+    print(curve.summary())
+    for n, m in zip(curve.new_tokens, curve.ms_points):
+        print(f"  n={n:3d}: {m:7.3f} ms = {m / curve.decode_ms:5.2f} decode steps")
+    print(f"wrote {out}")
+    if args.profile:
+        print(compare_profiles(target, 1, 2, args.context))
+
+
+if __name__ == "__main__":
+    main()
