@@ -1,9 +1,75 @@
 """Autoregressive generation: greedy, or sampling with temperature / top-k / top-p and an explicit generator."""
 from __future__ import annotations
 
+import operator
+from collections.abc import Sequence
+
 import torch
 
 from .model import Transformer
+
+
+# ---------------------------------------------------------------- argument checks shared with tree_spec's loops
+
+def as_int(value, name: str) -> int:
+    """An integer argument (int, numpy integer, one-element integer tensor) -> int; anything else -> ValueError.
+
+    Refuses floats and bools rather than truncating them (`max_new_tokens=2.5` is a mistake, not 2).
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+
+
+def eos_token_ids(eos_token_id) -> list[int]:
+    """eos_token_id as None, an int, a numpy integer, a list of them, or an integer tensor -> list[int].
+
+    Every loop (`generate`, chain, tree, dynamic, lookahead) reads it through here, so all forms mean the same.
+    """
+    if eos_token_id is None:
+        return []
+    if isinstance(eos_token_id, torch.Tensor):
+        if eos_token_id.is_floating_point() or eos_token_id.is_complex():
+            raise ValueError(f"eos_token_id must hold integers, got a {eos_token_id.dtype} tensor")
+        return [int(t) for t in eos_token_id.flatten().tolist()]
+    try:
+        return [as_int(eos_token_id, "eos_token_id")]
+    except ValueError:
+        if isinstance(eos_token_id, (str, bytes)) or not hasattr(eos_token_id, "__iter__"):
+            raise
+    return [as_int(t, "eos_token_id") for t in eos_token_id]
+
+
+def prompt_tensor(ids: torch.Tensor | Sequence[int]) -> torch.Tensor:
+    """A prompt as LongTensor [B, T] (T >= 1): a list or [T] tensor becomes one row; float ids -> ValueError."""
+    if not isinstance(ids, torch.Tensor):
+        ids = torch.tensor([as_int(t, "prompt token") for t in ids], dtype=torch.long)
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise ValueError(f"prompt ids must be an integer tensor, got {ids.dtype} (token ids are not rounded)")
+    if ids.ndim == 1:
+        ids = ids[None]
+    if ids.ndim != 2:
+        raise ValueError(f"prompt ids must be [T] or [B, T], got shape {tuple(ids.shape)}")
+    if ids.shape[1] == 0:
+        raise ValueError("the prompt is empty: decoding needs at least one prompt token")
+    return ids.long()
+
+
+def check_budget(prompt_len: int, max_new_tokens, limit: int) -> int:
+    """max_new_tokens as a checked int: an integer >= 0 with prompt_len + max_new_tokens <= limit
+    (the model's max_position_embeddings)."""
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    if prompt_len + max_new_tokens > limit:
+        raise ValueError(
+            f"prompt ({prompt_len} tokens) + max_new_tokens ({max_new_tokens}) exceeds the model's "
+            f"max_position_embeddings ({limit})"
+        )
+    return max_new_tokens
 
 
 def logits_to_probs(
@@ -51,27 +117,30 @@ def sample_next(
 @torch.inference_mode()
 def generate(
     model: Transformer,
-    ids: torch.Tensor,
+    ids: torch.Tensor | Sequence[int],
     max_new_tokens: int,
     temperature: float = 0.0,
     top_k: int | None = None,
     top_p: float | None = None,
     generator: torch.Generator | None = None,
-    eos_token_id: int | list[int] | None = None,
+    eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Plain decoding, one target forward per token. ids [B, T] -> new tokens [B, n], n <= max_new_tokens.
+    """Plain decoding, one target forward per token. ids [B, T] (or [T], a list) -> new tokens [B, n],
+    n <= max_new_tokens.
 
-    Stops early once every row has produced an EOS token; rows that finished first are padded with
-    their EOS token.
+    Stops early once every row has produced an EOS token (`eos_token_id`: an int, a list, a numpy
+    integer or an integer tensor); rows that finished first are padded with their EOS token.
+    Refuses float ids, an empty prompt and T + max_new_tokens past max_position_embeddings.
+    Greedy output is what the speculative loops reproduce token for token: exactly in fp32; in bf16 a
+    near-tie between two logits may flip, since a verify pass batches the same tokens differently.
     """
-    if ids.ndim == 1:
-        ids = ids[None]
-    ids = ids.to(model.device)
+    ids = prompt_tensor(ids).to(model.device)
     B, T = ids.shape
-    if max_new_tokens < 1:
+    max_new_tokens = check_budget(T, max_new_tokens, model.cfg.max_position_embeddings)
+    if max_new_tokens == 0:
         return ids.new_empty(B, 0)
     cache = model.new_cache(batch_size=B, max_len=T + max_new_tokens)
-    eos = torch.as_tensor([eos_token_id] if isinstance(eos_token_id, int) else (eos_token_id or []), device=ids.device)
+    eos = torch.tensor(eos_token_ids(eos_token_id), dtype=torch.long, device=ids.device)
     out = ids.new_empty(B, max_new_tokens)
     done = torch.zeros(B, dtype=torch.bool, device=ids.device)
     logits = model(ids, cache=cache)[:, -1]

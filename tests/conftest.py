@@ -3,11 +3,19 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# One torch thread per process (the notebook kernels and CLI subprocesses the tests start inherit it).
+# torch's OpenMP threads spin-wait at every parallel region; when another program holds one of two
+# cores, each region waits a scheduler time slice, and a notebook-like workload ran 5-10x slower
+# (scripts/busy_bench.py: default threads vs 1 thread, idle and with one core busy). Set
+# OMP_NUM_THREADS yourself to override.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))  # also when torch was imported before this file
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET_DIR = REPO / "models" / "tiny-qwen3"

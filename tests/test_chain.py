@@ -125,3 +125,62 @@ def test_edge_cases(target, draft):
         speculative_generate(target, draft, torch.zeros(2, 3, dtype=torch.long), 5)
     with pytest.raises(TypeError, match="Drafter"):
         speculative_generate(target, "draft", prompt, 5)
+
+
+EOS_FORMS = {
+    "int": lambda eos: eos,
+    "list": lambda eos: [eos, 10_000],
+    "numpy": lambda eos: __import__("numpy").int64(eos),
+    "tensor": lambda eos: torch.tensor(eos),
+    "tensor_list": lambda eos: torch.tensor([eos, 10_000]),
+}
+
+
+@pytest.mark.parametrize("form", sorted(EOS_FORMS))
+def test_eos_token_id_means_the_same_in_generate_and_every_loop(target, draft, form):
+    from tree_spec import dynamic_tree_speculative_generate, lookahead_generate
+
+    prompt = prompts(target.cfg.vocab_size, 1, seed=2)[0]
+    free = generate(target, torch.tensor([prompt]), 20)[0].tolist()
+    eos = free[7]
+    expected = free[: free.index(eos) + 1]
+    eos_arg = EOS_FORMS[form](eos)
+    assert generate(target, torch.tensor([prompt]), 20, eos_token_id=eos_arg)[0].tolist() == expected
+    loops = {
+        "chain": lambda: speculative_generate(target, draft, prompt, 20, k=4, eos_token_id=eos_arg),
+        "tree": lambda: tree_speculative_generate(target, draft, prompt, 20, eos_token_id=eos_arg),
+        "dynamic": lambda: dynamic_tree_speculative_generate(target, draft, prompt, 20, eos_token_id=eos_arg),
+        "lookahead": lambda: lookahead_generate(target, prompt, 20, eos_token_id=eos_arg),
+    }
+    for name, run in loops.items():
+        assert run().tokens == expected, name
+
+
+def test_loops_refuse_odd_input(target, draft):
+    from tree_spec import dynamic_tree_speculative_generate
+
+    prompt = prompts(target.cfg.vocab_size, 1, seed=2)[0]
+    with pytest.raises(ValueError, match="integer tensor"):
+        speculative_generate(target, draft, torch.tensor([prompt]).float() + 0.4, 5)
+    with pytest.raises(ValueError, match="prompt token"):
+        speculative_generate(target, draft, [1.7, 2.2], 5)
+    with pytest.raises(ValueError, match="empty"):
+        speculative_generate(target, draft, torch.zeros(1, 0, dtype=torch.long), 5)
+    for bad in (2.5, "4", True):
+        with pytest.raises(ValueError, match="max_new_tokens"):
+            speculative_generate(target, draft, prompt, bad)
+        with pytest.raises(ValueError, match="k must be"):
+            speculative_generate(target, draft, prompt, 5, k=bad)
+        with pytest.raises(ValueError, match="branching"):
+            tree_speculative_generate(target, draft, prompt, 5, branching=[2, bad])
+        with pytest.raises(ValueError, match="top_k|depth|total_tokens"):
+            dynamic_tree_speculative_generate(target, draft, prompt, 5, top_k=bad)
+        with pytest.raises(ValueError, match="depth"):
+            dynamic_tree_speculative_generate(target, draft, prompt, 5, depth=bad)
+    with pytest.raises(ValueError, match="eos_token_id"):
+        speculative_generate(target, draft, prompt, 5, eos_token_id=2.0)
+    # integer-like arguments are integers
+    import numpy as np
+    expected = speculative_generate(target, draft, prompt, 9, k=3).tokens
+    assert speculative_generate(target, draft, torch.tensor(prompt, dtype=torch.int32), np.int64(9), k=np.int32(3)).tokens \
+        == expected

@@ -88,3 +88,46 @@ def test_zero_new_tokens_and_bad_arguments(model):
         logits_to_probs(torch.zeros(1, 5), 1.0, top_k=0)
     with pytest.raises(ValueError, match="top_p"):
         logits_to_probs(torch.zeros(1, 5), 1.0, top_p=1.5)
+
+
+@pytest.mark.parametrize("form", ["int", "list", "numpy", "tensor", "tensor_list"])
+def test_eos_token_id_means_the_same_in_every_form(model, form):
+    import numpy as np
+
+    ids = prompt(model, seed=5)
+    free = generate(model, ids, 20)[0].tolist()
+    eos = free[6]
+    as_form = {"int": eos, "list": [eos, model.cfg.vocab_size + 5], "numpy": np.int64(eos), "tensor": torch.tensor(eos),
+               "tensor_list": torch.tensor([eos, model.cfg.vocab_size + 5])}[form]
+    assert generate(model, ids, 20, eos_token_id=as_form)[0].tolist() == free[: free.index(eos) + 1]
+
+
+def test_generate_refuses_odd_input_with_the_loops_errors(model):
+    ids = prompt(model)
+    limit = model.cfg.max_position_embeddings
+    with pytest.raises(ValueError, match="integer tensor"):
+        generate(model, ids.float() + 0.4, 5)  # would silently become other tokens if truncated
+    with pytest.raises(ValueError, match="empty"):
+        generate(model, torch.zeros(1, 0, dtype=torch.long), 5)
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        generate(model, ids, limit - ids.shape[1] + 1)
+    for bad in (2.5, 3.0, "3", True, None):
+        with pytest.raises(ValueError, match="max_new_tokens"):
+            generate(model, ids, bad)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        generate(model, ids, -1)
+    with pytest.raises(ValueError, match="eos_token_id"):
+        generate(model, ids, 3, eos_token_id=1.5)
+    with pytest.raises(ValueError, match="eos_token_id"):
+        generate(model, ids, 3, eos_token_id=torch.tensor([1.0]))
+
+
+def test_generate_accepts_integer_like_arguments(model):
+    import numpy as np
+
+    ids = prompt(model)
+    expected = generate(model, ids, 5)
+    assert torch.equal(generate(model, ids, np.int64(5)), expected)
+    assert torch.equal(generate(model, ids, torch.tensor(5)), expected)
+    assert torch.equal(generate(model, ids[0].tolist(), 5), expected)  # a list is one prompt
+    assert torch.equal(generate(model, ids.int(), 5), expected)  # int32 ids are fine

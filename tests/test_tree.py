@@ -272,3 +272,16 @@ def test_embedded_target_greedy_identity_every_shape(embedded, shape):
     else:
         outs = [tree_speculative_generate(target, small, p, 16, branching=shape) for p in prompts_]
     assert [out.tokens for out in outs] == expected
+
+
+def test_widths_must_be_integers(target, draft):
+    from tree_spec import build_dynamic_tree
+
+    for bad in (2.0, 1.5, "2", None):
+        with pytest.raises(ValueError, match="branching"):
+            build_draft_tree(draft, [1, 2, 3], 4, [2, bad])
+        with pytest.raises(ValueError, match="total_tokens"):
+            build_dynamic_tree(draft, [1, 2, 3], 4, depth=3, top_k=2, total_tokens=bad)
+    import numpy as np
+    assert build_draft_tree(draft, [1, 2, 3], 4, [np.int64(2), torch.tensor(1)]).parents == \
+        build_draft_tree(draft, [1, 2, 3], 4, [2, 1]).parents

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 import torch
 
 from mini_llm import KVCache, Transformer, logits_to_probs
+from mini_llm.generate import as_int
 
 from .drafters import Drafter
 from .output import SpecOutput
@@ -24,7 +25,7 @@ def speculative_generate(
     top_k: int | None = None,
     top_p: float | None = None,
     generator: torch.Generator | None = None,
-    eos_token_id: int | Sequence[int] | None = None,
+    eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
 ) -> SpecOutput:
     """Each step: the drafter proposes k tokens, the target scores [root, d_1..d_k] in one forward.
 
@@ -33,7 +34,10 @@ def speculative_generate(
     Sampling uses `verify_chain` (min(1, target/draft) acceptance, residual on rejection).
     The cache keeps root + accepted drafts: `truncate(start + 1 + n_accepted)`.
     prompt_ids: list[int] or LongTensor [1, T]. Returns SpecOutput with the new tokens only.
+    Greedy identity is exact in fp32; in bf16 a near-tie between two logits may flip (the verify pass
+    and plain decoding batch the same tokens differently, so their roundings differ).
     """
+    k = as_int(k, "k")
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     device = target.device

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import torch
 
 from mini_llm import Transformer, logits_to_probs
+from mini_llm.generate import as_int
 
 from .drafters import Drafter, as_drafter
 from .output import SpecOutput
@@ -42,6 +43,7 @@ def build_dynamic_tree(
 ) -> DraftTree:
     """An EAGLE-2 tree below `root` with at most `total_tokens` draft nodes (exactly that many when the
     expansion produced enough candidates), at most `depth` deep. One drafter call per level."""
+    depth, top_k, total_tokens = as_int(depth, "depth"), as_int(top_k, "top_k"), as_int(total_tokens, "total_tokens")
     if depth < 0 or top_k < 1 or total_tokens < 0:
         raise ValueError(f"need depth >= 0, top_k >= 1, total_tokens >= 0; got {depth}, {top_k}, {total_tokens}")
     drafter = as_drafter(drafter)
@@ -112,12 +114,15 @@ def dynamic_tree_speculative_generate(
     temperature: float = 0.0,
     top_p: float | None = None,
     generator: torch.Generator | None = None,
-    eos_token_id: int | Sequence[int] | None = None,
+    eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
 ) -> SpecOutput:
     """Tree speculative decoding with EAGLE-2 dynamic trees (any drafter; EAGLE heads in the paper).
 
-    Greedy reproduces `generate(target, prompt, max_new_tokens)`; sampling is lossless (`verify_tree`).
+    Greedy reproduces `generate(target, prompt, max_new_tokens)` (exactly in fp32; in bf16 a near-tie
+    between two logits may flip); sampling is lossless (`verify_tree`). `top_k` here is the expansion
+    width of each level (DESIGN.md's name), not sampling truncation.
     """
+    depth, top_k, total_tokens = as_int(depth, "depth"), as_int(top_k, "top_k"), as_int(total_tokens, "total_tokens")
 
     def grow(drafter: Drafter, context: list[int], root: int, max_depth: int) -> DraftTree:
         return build_dynamic_tree(drafter, context, root, min(depth, max_depth), top_k, total_tokens,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from mini_llm import KVCache, Transformer, logits_to_probs, sample_next
+from mini_llm.generate import as_int, check_budget, eos_token_ids, prompt_tensor
 
 from .drafters import Drafter, TargetFeatures, as_drafter
 from .output import SpecOutput
@@ -68,6 +69,7 @@ def build_draft_tree(
     entries). `branching=[1] * k` drafts a chain.
     """
     drafter = as_drafter(drafter)
+    branching = [as_int(w, "branching width") for w in branching]
     tree_node_count(branching)  # validates branching
     tokens, parents, frontier = [int(root)], [-1], [0]
     sampled = temperature != 0.0
@@ -188,15 +190,17 @@ def tree_speculative_generate(
     top_k: int | None = None,
     top_p: float | None = None,
     generator: torch.Generator | None = None,
-    eos_token_id: int | Sequence[int] | None = None,
+    eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
 ) -> SpecOutput:
     """Tree speculative decoding: draft a tree with `branching`, verify it in one target forward.
 
     Greedy (temperature 0) reproduces `generate(target, prompt, max_new_tokens)` token for token;
     sampling accepts with `verify_tree` (lossless: the output follows the target's distribution).
     prompt_ids: list[int] or LongTensor [1, T]. Returns SpecOutput with the new tokens only.
+    Greedy identity is exact in fp32; in bf16 a near-tie between two logits may flip (the tree pass
+    and plain decoding batch the same tokens differently, so their roundings differ).
     """
-    branching = list(branching)
+    branching = [as_int(w, "branching width") for w in branching]
 
     def grow(drafter: Drafter, context: list[int], root: int, max_depth: int) -> DraftTree:
         return build_draft_tree(drafter, context, root, branching[:max_depth], temperature, top_k, top_p, generator)
@@ -219,7 +223,7 @@ def speculate(
     top_k: int | None,
     top_p: float | None,
     generator: torch.Generator | None,
-    eos_token_id: int | Sequence[int] | None,
+    eos_token_id: int | Sequence[int] | torch.Tensor | None,
 ) -> SpecOutput:
     """The loop shared by chain and tree decoding: prefill, then `step` until the budget or EOS.
 
@@ -234,15 +238,8 @@ def speculate(
     drafter = as_drafter(drafter)
     if drafter.vocab_size != target.cfg.vocab_size:
         raise ValueError(f"drafter vocabulary ({drafter.vocab_size}) != target vocabulary ({target.cfg.vocab_size})")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-    limit = target.cfg.max_position_embeddings
-    if len(prompt) + max_new_tokens > limit:
-        raise ValueError(
-            f"prompt ({len(prompt)} tokens) + max_new_tokens ({max_new_tokens}) exceeds the target's "
-            f"max_position_embeddings ({limit})"
-        )
-    eos = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id or ())
+    max_new_tokens = check_budget(len(prompt), max_new_tokens, target.cfg.max_position_embeddings)
+    eos = set(eos_token_ids(eos_token_id))
     out = SpecOutput()
     if max_new_tokens == 0:
         return out
@@ -272,14 +269,8 @@ def speculate(
 
 
 def _prompt_list(prompt_ids: Sequence[int] | torch.Tensor) -> list[int]:
-    """list[int] or LongTensor [T] / [1, T] -> list[int] (non-empty)."""
-    if isinstance(prompt_ids, torch.Tensor):
-        if prompt_ids.ndim == 2 and prompt_ids.shape[0] == 1:
-            prompt_ids = prompt_ids[0]
-        if prompt_ids.ndim != 1:
-            raise ValueError(f"prompt_ids must be [T] or [1, T] (batch size 1), got shape {tuple(prompt_ids.shape)}")
-        prompt_ids = prompt_ids.tolist()
-    prompt = [int(t) for t in prompt_ids]
-    if not prompt:
-        raise ValueError("prompt_ids is empty: speculative decoding needs at least one prompt token")
-    return prompt
+    """list[int] or integer LongTensor [T] / [1, T] -> list[int] (non-empty); float ids are refused."""
+    ids = prompt_tensor(prompt_ids)
+    if ids.shape[0] != 1:
+        raise ValueError(f"prompt_ids must be [T] or [1, T] (batch size 1), got shape {tuple(ids.shape)}")
+    return ids[0].tolist()
