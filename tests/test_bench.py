@@ -20,19 +20,42 @@ def folders(tmp_path_factory):
     cfg = random_model(vocab_size=4096).cfg
     save_head(make_head("eagle", cfg), root / "heads" / "eagle")  # untrained: identity must still hold
     save_head(make_head("medusa", cfg), root / "heads" / "medusa")
+    (root / "tuned").mkdir()
+    (root / "tuned" / "eagle1.json").write_text(json.dumps({"drafter": "EAGLE-1", "branching": [2, 1]}))
+    (root / "tuned" / "medusa.json").write_text(json.dumps({"drafter": "medusa", "k": 2}))
     return root, target
 
 
 def test_bench_quick_greedy(folders):
     root, target = folders
     result = main(["--target", str(target), "--draft", str(root / "draft"), "--heads", str(root / "heads"),
-                   "--quick", "--out", str(root / "out")])
+                   "--tuned", str(root / "tuned"), "--quick", "--out", str(root / "out")])
     names = [r["method"] for r in result["rows"]]
+    forms = {r["method"]: r["form"] for r in result["rows"]}
+    # tuned shapes run beside the fixed ones; a chain-shaped tuned file runs as a chain
+    assert forms["EAGLE-1 (tuned)"] == "tree [2, 1] (tuned)" and forms["Medusa heads (tuned)"] == "chain k=2 (tuned)"
+    assert not any("shape row" in f and m.startswith("EAGLE-1") for m, f in forms.items())
     assert names[0] == "plain greedy (mini_llm)" and "EAGLE-2" in names and "transformers assisted" in names
     skipped = result["skipped"]
     assert any(s.startswith("EAGLE-3") for s in skipped) and any(s.startswith("MTP") for s in skipped)
     assert all(r["identical"] == result["prompts"] for r in result["rows"])
     assert result["rows"][0]["tau"] == 1.0 and all(r["ms_per_token"] > 0 for r in result["rows"])
+    for r in result["rows"]:  # both rates, named apart; a chain's τ per pass is 1 + k · ratio
+        if r["acceptance_ratio"] is not None:
+            assert 0 <= r["acceptance_ratio"] <= r["alpha"] <= 1
+    # every mini_llm method has a reconciliation row whose prediction uses the in-run cost curve
+    recon = {r["method"] + r["form"]: r["reconciliation"] for r in result["rows"]}
+    assert all(v is not None for k, v in recon.items() if not k.startswith("transformers"))
+    assert all(recon[k] is None for k in recon if k.startswith("transformers"))
+    plain = result["rows"][0]["reconciliation"]
+    assert plain["predicted_tau"] == 1.0 and plain["nodes_per_pass"] == 1.0 and plain["draft_ms_per_pass"] == 0.0
+    for k, c in recon.items():
+        if c is not None and "chain" not in k:  # trees: τ̂ = 1 + Σ per-depth acceptance = tokens per pass
+            assert c["predicted_tau"] == pytest.approx(c["measured_tau_per_pass"])
+    curve = result["cost_curve"]
+    assert curve["threads"] == 1 and curve["new_tokens"][0] == 1
+    text = (root / "out" / "BENCHMARK.md").read_text()
+    assert "## Reconciliation" in text and "acceptance ratio" in text and "per-position" in text
     for name in ("BENCHMARK.md", "benchmark.json", "benchmark.png"):
         assert (root / "out" / name).is_file()
     assert json.loads((root / "out" / "benchmark.json").read_text())["rows"] == result["rows"]

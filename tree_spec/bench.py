@@ -1,23 +1,38 @@
 """Every draft source on one harness: the same held-out prompts, the same target, one machine, one run.
 
     python -m tree_spec.bench [--target tiny-qwen3] [--draft tiny-qwen3-draft] [--heads models/heads]
-                              [--prompts 16] [--new-tokens 128] [--temperature 0.0] [--out models] [--quick]
+                              [--tuned models/tuned] [--prompts 16] [--new-tokens 128] [--temperature 0.0]
+                              [--threads 1] [--out models] [--quick]
 
 Methods run interleaved per prompt (plain greedy, then each method, prompt after prompt), so their
-ms/token ratios come from the same conditions. Columns: τ (tokens per target call, counting the
-target's own token), α (accepted / proposed draft tokens), target and draft calls, ms/token,
-speedup vs plain mini_llm greedy, and how many prompts give tokens identical to plain greedy.
-With `--temperature 1.0` every method samples through the lossless verifiers (identity not expected).
-Methods whose head folder is missing are listed as skipped. Writes BENCHMARK*.md, .json and .png.
+ms/token ratios come from the same conditions. Timing: one torch thread and the thread's CPU time
+(`time.thread_time`), so other processes on the machine change the numbers little.
+
+Main table: τ (tokens per target call, counting the target's own token; plain = 1.00), α (the per-position
+acceptance rate: depth d accepted given depths < d were), the acceptance ratio (accepted / proposed draft
+tokens, vLLM's counter), α per depth, target and draft calls, ms/token, speedup vs plain mini_llm greedy,
+and how many prompts give tokens identical to plain greedy. With `--temperature 1.0` every method samples
+through the lossless verifiers (identity not expected).
+
+Reconciliation table: the target's cost curve is measured in the same run (interleaved with the prompts);
+per method, the measured per-depth acceptance gives the predicted tokens per pass, and
+predicted ms/token = (prefills + passes × (draft ms per pass + verify ms from the curve at the pass's node
+count)) / tokens, beside the measured ms/token. The note says which term is off when they differ by > 15 %.
+
+Tree drafters also run with their tuned shape (rows "(tuned)") when `python -m tree_spec.tune` saved one
+under models/tuned/. Methods whose head folder is missing are listed as skipped. Writes BENCHMARK*.md,
+.json and .png.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import platform
+import re
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,12 +43,14 @@ from mini_llm import Transformer, generate, load_model, load_tokenizer
 from mini_llm.load import MODELS_DIR, resolve_model_path
 
 from .chain import speculative_generate
-from .drafters import ModelDrafter, QuantizedSelfDrafter
+from .costs import DEFAULT_NEW_TOKENS, CostCurve, ForwardTimer, hardware_name, timed_drafter
+from .drafters import Drafter, ModelDrafter, QuantizedSelfDrafter
 from .dynamic import dynamic_tree_speculative_generate
 from .head_io import load_head
 from .ngram import NGramDrafter
 from .output import SpecOutput
 from .prompts import held_out_prompts
+from .speedup import tree_node_count
 from .tree import tree_speculative_generate
 
 # run(prompt, max_new_tokens, temperature, seed) -> (new tokens, SpecOutput or None)
@@ -44,62 +61,138 @@ SMALL_TREE = [2, 2, 1, 1]
 MEDUSA_TREE = [3, 2, 2, 1]
 EAGLE_TREE = [3, 2, 1, 1, 1]
 DYNAMIC = dict(depth=6, top_k=4, total_tokens=24)
+FALLBACK_CHAIN_K = 3  # shape rows for EAGLE-1 and MTP when no tuned shape was saved
+TOLERANCE = 0.15  # predicted vs measured ms/token
+TUNED_DIR = MODELS_DIR / "tuned"
+# A tuned file's drafter name (lower case, letters and digits only) -> the bench's drafter key.
+TUNED_ALIASES = {
+    "small": "small", "smallmodel": "small", "draft": "small", "tinyqwen3draft": "small", "model": "small",
+    "int4": "int4", "int4self": "int4", "quantized": "int4", "quantizedself": "int4", "quantizedselfint4": "int4",
+    "selfint4": "int4", "medusa": "medusa", "medusaheads": "medusa", "eagle": "eagle", "eagle1": "eagle",
+    "eagle3": "eagle3", "eagle3style": "eagle3", "mtp": "mtp", "mtpmodule": "mtp", "ngram": "ngram",
+}
 
 
 @dataclass
 class Method:
+    """One benchmark row. drafter: the drafter object (timed per call); chain: τ predicted from per-depth α products."""
+
     name: str
     form: str
     run: Runner
-    totals: dict = field(default_factory=lambda: dict(tokens=0, seconds=0.0, target_calls=0, draft_calls=0,
-                                                      accepted=0, proposed=0, identical=0, spec=False))
+    drafter: Drafter | None = None
+    chain: bool = False
+    spec: SpecOutput | None = None  # counters summed over the prompts
+    totals: dict = field(default_factory=lambda: dict(
+        tokens=0, ms=0.0, identical=0, prompts=0, prefill_ms=0.0, verify_ms=0.0, draft_ms=0.0, draft_work_calls=0,
+        prefill_sizes=Counter(), verify_sizes=Counter()))
 
 
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path) -> tuple[list[Method], list[str]]:
-    """mini_llm methods in their natural form; returns (methods, names of skipped methods with the reason)."""
+def _spec(out: SpecOutput) -> tuple[list[int], SpecOutput]:
+    return out.tokens, out
+
+
+def load_tuned(folder: Path) -> dict[str, dict]:
+    """Tuned shapes saved by `python -m tree_spec.tune`: drafter key -> the file's dict ("branching" list or "k")."""
+    shapes = {}
+    for path in sorted(Path(folder).glob("*.json")) if Path(folder).is_dir() else []:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if not isinstance(data, dict) or not ("branching" in data or "k" in data):
+            continue
+        name = re.sub(r"[^a-z0-9]", "", str(data.get("drafter", path.stem)).lower())
+        key = TUNED_ALIASES.get(name) or TUNED_ALIASES.get(re.sub(r"[^a-z0-9]", "", path.stem.lower()))
+        if key is not None:
+            shapes[key] = {**data, "file": str(path)}
+    return shapes
+
+
+def _tuned_branching(data: dict) -> list[int]:
+    return [int(w) for w in data["branching"]] if "branching" in data else [1] * int(data["k"])
+
+
+def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path, tuned_dir: Path | None = TUNED_DIR,
+                 greedy: bool = True) -> tuple[list[Method], list[str]]:
+    """mini_llm methods in their natural form, plus tuned shapes; returns (methods, skipped methods with the reason)."""
     methods: list[Method] = []
     skipped: list[str] = []
+    tuned = load_tuned(tuned_dir) if tuned_dir is not None else {}
 
-    def chain(drafter, k):
-        return lambda p, n, t, s: _spec(speculative_generate(target, drafter, p, n, k=k, temperature=t,
-                                                             generator=_gen(s)))
+    def chain(drafter, k, name, form=None):
+        run = lambda p, n, t, s: _spec(speculative_generate(target, drafter, p, n, k=k, temperature=t,  # noqa: E731
+                                                            generator=_gen(s)))
+        return Method(name, form or f"chain k={k}", run, drafter, chain=True)
 
-    def tree(drafter, branching):
-        return lambda p, n, t, s: _spec(tree_speculative_generate(target, drafter, p, n, branching=branching,
-                                                                  temperature=t, generator=_gen(s)))
+    def tree(drafter, branching, name, form=None):
+        if all(w == 1 for w in branching):
+            return chain(drafter, len(branching), name, form and form.replace("tree", "chain"))
+        run = lambda p, n, t, s: _spec(tree_speculative_generate(  # noqa: E731
+            target, drafter, p, n, branching=branching, temperature=t, generator=_gen(s)))
+        return Method(name, form or f"tree {list(branching)}", run, drafter)
 
-    def dynamic(drafter):
-        return lambda p, n, t, s: _spec(dynamic_tree_speculative_generate(target, drafter, p, n, **DYNAMIC,
-                                                                          temperature=t, generator=_gen(s)))
+    def dynamic(drafter, name):
+        run = lambda p, n, t, s: _spec(dynamic_tree_speculative_generate(  # noqa: E731
+            target, drafter, p, n, **DYNAMIC, temperature=t, generator=_gen(s)))
+        form = f"dynamic tree (depth {DYNAMIC['depth']}, top_k {DYNAMIC['top_k']}, {DYNAMIC['total_tokens']} tokens)"
+        return Method(name, form, run, drafter)
+
+    def with_tuned(key, name, drafter, fixed: Method, fallback_k: int | None = None):
+        methods.append(fixed)
+        if key in tuned:
+            shape = _tuned_branching(tuned[key])
+            kind = "chain k=%d" % len(shape) if all(w == 1 for w in shape) else f"tree {shape}"
+            methods.append(tree(drafter, shape, f"{name} (tuned)", f"{kind} (tuned)"))
+        elif fallback_k is not None:
+            methods.append(chain(drafter, fallback_k, name, f"chain k={fallback_k} (shape row; no tuned file)"))
 
     methods.append(Method("plain greedy (mini_llm)", "1 token / call", lambda p, n, t, s: (
-        generate(target, torch.tensor([p]), n, temperature=t, generator=_gen(s))[0].tolist(), None)))
+        generate(target, torch.tensor([p], device=target.device), n, temperature=t, generator=_gen(s))[0].tolist(),
+        None)))
     ngram = NGramDrafter(target.cfg.vocab_size, device=target.device)
-    methods.append(Method("n-gram / prompt lookup", f"chain k={CHAIN_K + 1}", chain(ngram, CHAIN_K + 1)))
+    methods.append(chain(ngram, CHAIN_K + 1, "n-gram / prompt lookup"))
+    try:
+        from .lookahead import LookaheadDrafter, lookahead_generate
+    except ImportError:
+        skipped.append("lookahead decoding: tree_spec.lookahead not available")
+    else:
+        if greedy:
+            look = LookaheadDrafter(target.cfg.vocab_size, device=target.device)
+            methods.append(Method(
+                "lookahead decoding", f"window {look.window}, {look.ngram}-grams, {look.candidates} candidates",
+                lambda p, n, t, s: _spec(lookahead_generate(target, p, n, drafter=look)), look))
+        else:
+            skipped.append("lookahead decoding: greedy only")
     if draft is not None:
-        methods.append(Method("small model", f"chain k={CHAIN_K}", chain(ModelDrafter(draft), CHAIN_K)))
-        methods.append(Method("small model", f"tree {SMALL_TREE}", tree(ModelDrafter(draft), SMALL_TREE)))
+        small = ModelDrafter(draft)
+        methods.append(chain(small, CHAIN_K, "small model"))
+        with_tuned("small", "small model", small, tree(small, SMALL_TREE, "small model"))
     else:
         skipped.append("small model: no draft model")
     quantized = QuantizedSelfDrafter(target)
-    methods.append(Method("quantized self (INT4)", f"tree {SMALL_TREE}", tree(quantized, SMALL_TREE)))
-    dyn = f"dynamic tree (depth {DYNAMIC['depth']}, top_k {DYNAMIC['top_k']}, {DYNAMIC['total_tokens']} tokens)"
-    for kind, name, form, make in (
-        ("medusa", "Medusa heads", f"tree {MEDUSA_TREE}", lambda d: tree(d, MEDUSA_TREE)),
-        ("eagle", "EAGLE-1", f"tree {EAGLE_TREE}", lambda d: tree(d, EAGLE_TREE)),
-        ("eagle", "EAGLE-2", dyn, dynamic),
-        ("eagle3", "EAGLE-3 style", dyn, dynamic),
-        ("mtp", "MTP module", f"chain k={CHAIN_K}", lambda d: chain(d, CHAIN_K)),
+    with_tuned("int4", "quantized self (INT4)", quantized, tree(quantized, SMALL_TREE, "quantized self (INT4)"))
+    for kind, name, make, fallback in (
+        ("medusa", "Medusa heads", lambda d, nm: tree(d, MEDUSA_TREE, nm), None),
+        ("eagle", "EAGLE-1", lambda d, nm: tree(d, EAGLE_TREE, nm), FALLBACK_CHAIN_K),
+        ("eagle", "EAGLE-2", dynamic, None),
+        ("eagle3", "EAGLE-3 style", dynamic, None),
+        ("mtp", "MTP module", lambda d, nm: chain(d, CHAIN_K, nm), FALLBACK_CHAIN_K),
     ):
         folder = heads_dir / kind
         if not (folder / "head.safetensors").is_file():
             skipped.append(f"{name}: no trained head in {folder}")
             continue
-        methods.append(Method(name, form, make(load_head(folder, target))))
+        drafter = load_head(folder, target)
+        tuned_key = None if name == "EAGLE-2" else kind  # EAGLE-2's tuned rival is EAGLE-1's tuned static tree
+        if tuned_key is None:
+            methods.append(make(drafter, name))
+        else:
+            with_tuned(tuned_key, name, drafter, make(drafter, name), fallback)
     return methods, skipped
 
 
@@ -130,90 +223,239 @@ def hf_methods(target_path: Path, draft_path: Path | None) -> list[Method]:
     return methods
 
 
-def _spec(out: SpecOutput) -> tuple[list[int], SpecOutput]:
-    return out.tokens, out
+@contextmanager
+def timed_forward(target: Transformer):
+    """Inside the block, every target forward appends (new tokens T, thread ms) to the yielded list."""
+    record: list[tuple[int, float]] = []
+
+    def timed(ids, *args, **kwargs):
+        start = time.thread_time()
+        try:
+            return type(target).forward(target, ids, *args, **kwargs)
+        finally:
+            record.append((ids.shape[1], 1000 * (time.thread_time() - start)))
+
+    target.forward = timed
+    try:
+        yield record
+    finally:
+        del target.forward
 
 
-def run_bench(methods: list[Method], prompts: list[list[int]], new_tokens: int, temperature: float, seed: int) -> None:
-    """Run every method on every prompt, interleaved; accumulate each method's totals in place."""
+def _add_spec(total: SpecOutput | None, out: SpecOutput) -> SpecOutput:
+    """Sum of two runs' counters (tokens are not kept)."""
+    total = total or SpecOutput()
+    total.target_calls += out.target_calls
+    total.accepted_per_call += out.accepted_per_call
+    total.proposed += out.proposed
+    total.draft_calls += out.draft_calls
+    for name in ("accepted_at_depth", "proposed_at_depth", "reached_at_depth"):
+        mine, theirs = getattr(total, name), getattr(out, name)
+        mine += [0] * (len(theirs) - len(mine))
+        for d, v in enumerate(theirs):
+            mine[d] += v
+    return total
+
+
+def run_bench(methods: list[Method], prompts: list[list[int]], new_tokens: int, temperature: float, seed: int,
+              target: Transformer, timer: ForwardTimer | None = None) -> None:
+    """Run every method on every prompt, interleaved; accumulate each method's counters and thread-time
+    breakdown (prefill, verify forwards, drafter work) in place. After each prompt, `timer` samples the
+    target's cost curve once more, so the curve is measured under the same conditions as the runs."""
     for method in methods:  # warm-up: lazy imports, allocator, first-call overheads
         method.run(prompts[0][:16], 4, temperature, seed)
-    bar = tqdm(total=len(prompts) * len(methods), desc="bench", unit="run")
+    if timer is not None:
+        timer.sample(1)
+    bar = tqdm(total=len(prompts) * len(methods), desc="bench", unit="run", disable=None)
     for i, prompt in enumerate(prompts):
         reference = None
         for method in methods:
-            start = time.perf_counter()
-            tokens, out = method.run(prompt, new_tokens, temperature, seed + i)
-            seconds = time.perf_counter() - start
+            with ExitStack() as stack:
+                forwards = stack.enter_context(timed_forward(target))
+                drafts = stack.enter_context(timed_drafter(method.drafter)) if method.drafter is not None else []
+                start = time.thread_time()
+                tokens, out = method.run(prompt, new_tokens, temperature, seed + i)
+                ms = 1000 * (time.thread_time() - start)
             reference = tokens if reference is None else reference
             t = method.totals
             t["tokens"] += len(tokens)
-            t["seconds"] += seconds
+            t["ms"] += ms
+            t["prompts"] += 1
             t["identical"] += tokens == reference
+            if forwards:  # a mini_llm method: the first forward is the prefill, the rest are verify (decode) passes
+                t["prefill_sizes"][forwards[0][0]] += 1
+                t["prefill_ms"] += forwards[0][1]
+                t["verify_sizes"].update(n for n, _ in forwards[1:])
+                t["verify_ms"] += sum(ms for _, ms in forwards[1:])
+                t["draft_ms"] += sum(ms for _, _, ms in drafts)
             if out is not None:
-                t["spec"] = True
-                t["target_calls"] += out.target_calls
-                t["draft_calls"] += out.draft_calls
-                t["accepted"] += sum(out.accepted_per_call)
-                t["proposed"] += out.proposed
-            else:
-                t["target_calls"] += len(tokens) if method.name.startswith("plain") else 0
+                method.spec = _add_spec(method.spec, out)
             bar.update(1)
+        if timer is not None:
+            timer.sample(1, warmup=False)
     bar.close()
 
 
-def summarize(methods: list[Method]) -> list[dict]:
-    """One row per method: τ, α, calls, ms/token, speedup vs the first method (plain greedy), identical."""
+def per_depth_acceptance(spec: SpecOutput | None, chain: bool, passes: int) -> list[float]:
+    """Chains: α at depth d (accepted given every shallower depth was); other shapes: the fraction of all
+    `passes` verify passes that accepted a token at depth d."""
+    if spec is None:
+        return []
+    return spec.alpha_at_depth if chain else [a / passes for a in spec.accepted_at_depth]
+
+
+def predicted_tau(per_depth: list[float], chain: bool) -> float:
+    """Tokens per verify pass from per-depth acceptance: chains 1 + α1 + α1·α2 + ...; trees 1 + Σ_d acceptance."""
+    if not chain:
+        return 1.0 + sum(per_depth)
+    tau, reach = 1.0, 1.0
+    for alpha in per_depth:
+        reach *= alpha
+        tau += reach
+    return tau
+
+
+def reconcile(method: Method, curve: CostCurve) -> dict | None:
+    """Predicted vs measured ms/token for a mini_llm method (None for the transformers baselines)."""
+    t = method.totals
+    passes = sum(t["verify_sizes"].values())
+    if not t["prefill_sizes"] or not passes:
+        return None
+    per_depth = per_depth_acceptance(method.spec, method.chain, passes)
+    tau = predicted_tau(per_depth, method.chain)
+    verify_curve = sum(curve.ms(n) * c for n, c in t["verify_sizes"].items()) / passes
+    draft = t["draft_ms"] / passes
+    prefill = sum(curve.ms(n) * c for n, c in t["prefill_sizes"].items())
+    predicted_passes = (t["tokens"] - t["prompts"]) / tau  # the prefill commits each prompt's first token
+    predicted = (prefill + predicted_passes * (draft + verify_curve)) / t["tokens"]
+    measured = t["ms"] / t["tokens"]
+    verify_measured = t["verify_ms"] / passes
+    overhead = (t["ms"] - t["prefill_ms"] - t["verify_ms"] - t["draft_ms"]) / passes
+    gap = predicted / measured - 1
+    note = "within ±15 %"
+    if abs(gap) > TOLERANCE:
+        terms = []
+        if abs(verify_measured / verify_curve - 1) > 0.1:
+            terms.append(f"verify measured {verify_measured:.2f} vs curve {verify_curve:.2f} ms/pass "
+                         f"(contexts differ from the curve's {curve.context})")
+        if overhead > 0.1 * (verify_measured + draft):
+            terms.append(f"loop overhead {overhead:.2f} ms/pass not in the model (measured: total − prefill − "
+                         f"verify forwards − drafter calls; Python tree building, acceptance, cache bookkeeping)")
+        if abs(tau / ((t["tokens"] - t["prompts"]) / passes) - 1) > 0.1:
+            terms.append("τ̂ differs from the measured tokens per pass (passes cut short at the token budget)")
+        note = "; ".join(terms) or "no single term: see the columns"
+    return dict(
+        per_depth=per_depth, per_depth_kind="α at depth d" if method.chain else "fraction of passes accepting depth d",
+        predicted_tau=tau, measured_tau_per_pass=(t["tokens"] - t["prompts"]) / passes,
+        nodes_per_pass=sum(n * c for n, c in t["verify_sizes"].items()) / passes,
+        draft_ms_per_pass=draft, verify_ms_per_pass_curve=verify_curve, verify_ms_per_pass_measured=verify_measured,
+        overhead_ms_per_pass=overhead, predicted_ms_per_token=predicted, measured_ms_per_token=measured, gap=gap,
+        note=note,
+    )
+
+
+def summarize(methods: list[Method], curve: CostCurve | None = None) -> list[dict]:
+    """One row per method: τ, both acceptance rates, calls, ms/token, speedup vs the first method (plain greedy),
+    identical, and the reconciliation against `curve`."""
     base = methods[0].totals
-    base_ms = 1000 * base["seconds"] / base["tokens"]
+    base_ms = base["ms"] / base["tokens"]
     rows = []
     for m in methods:
-        t = m.totals
-        ms = 1000 * t["seconds"] / t["tokens"]
+        t, spec = m.totals, m.spec
+        ms = t["ms"] / t["tokens"]
+        plain = m.name.startswith("plain")
+        target_calls = spec.target_calls if spec else (t["tokens"] if plain else None)
         rows.append(dict(
             method=m.name, form=m.form,
-            tau=t["tokens"] / t["target_calls"] if t["target_calls"] else None,
-            alpha=t["accepted"] / t["proposed"] if t["proposed"] else None,
-            target_calls=t["target_calls"] or None, draft_calls=t["draft_calls"] if t["spec"] else None,
+            tau=t["tokens"] / target_calls if target_calls else None,
+            alpha=spec.alpha if spec and spec.proposed else None,
+            acceptance_ratio=spec.acceptance_ratio if spec and spec.proposed else None,
+            alpha_at_depth=spec.alpha_at_depth if spec else None,
+            acceptance_per_position=spec.acceptance_per_position if spec else None,
+            target_calls=target_calls, draft_calls=spec.draft_calls if spec else None,
+            proposed=spec.proposed if spec else None, accepted=sum(spec.accepted_per_call) if spec else None,
             ms_per_token=ms, speedup=base_ms / ms, identical=t["identical"], tokens=t["tokens"],
+            reconciliation=reconcile(m, curve) if curve is not None else None,
         ))
     return rows
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                 if line.startswith("model name")]
-        cpu = names[0] if names else cpu
-    except OSError:
-        pass
-    return f"{cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, {platform.system()}"
+    import platform
+
+    return f"{hardware_name()}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}, {platform.system()}"
+
+
+def _depths(values: list[float] | None) -> str:
+    return "—" if not values else " / ".join(f"{v:.2f}" for v in values)
 
 
 def markdown(result: dict) -> str:
-    """The result as a Markdown section with a table."""
+    """The result as Markdown: the main table, the cost curve and the reconciliation table."""
     fmt = lambda v, spec: "—" if v is None else format(v, spec)  # noqa: E731
+    greedy = result["temperature"] == 0
     lines = [
         f"# Benchmark: every draft source on `{result['target']}` (temperature {result['temperature']})", "",
-        f"{result['prompts']} held-out prompts x {result['new_tokens']} new tokens, batch 1, fp32, "
-        f"on {result['machine']}; "
-        f"methods interleaved per prompt, speedup = plain mini_llm greedy ms/token / method ms/token (same run). "
-        f"τ = tokens per target call counting the target's own token (plain = 1.00); α = accepted / proposed "
-        f"draft tokens; identical = prompts whose tokens equal plain "
-        f"{'greedy' if result['temperature'] == 0 else 'sampling (not expected)'}.",
+        f"{result['prompts']} held-out prompts x {result['new_tokens']} new tokens, batch 1, fp32, on "
+        f"{result['machine']}; methods interleaved per prompt; ms/token = thread CPU time (robust to other "
+        f"processes) / tokens; speedup = plain mini_llm greedy ms/token / method ms/token (same run).",
         "",
-        "| method | form | τ | α | target calls | draft calls | ms/token | speedup | identical |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "τ = tokens per target call counting the target's own token (plain = 1.00). Two acceptance rates: "
+        "α = the per-position rate (depth d accepted given every shallower depth was; the α of "
+        "E = (1 − α^(k+1)) / (1 − α)); ratio = accepted / proposed draft tokens (vLLM's counter; for a chain "
+        "τ = 1 + k · ratio). α per depth = α at depth 1 / 2 / .... identical = prompts whose tokens equal plain "
+        f"{'greedy' if greedy else 'sampling (not expected)'}.",
+        "",
+        "| method | form | τ | α (per-position) | acceptance ratio | α per depth | target calls | draft calls | "
+        "ms/token | speedup | identical |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         lines.append(
             f"| {r['method']} | {r['form']} | {fmt(r['tau'], '.2f')} | {fmt(r['alpha'], '.2f')} | "
-            f"{fmt(r['target_calls'], 'd')} | {fmt(r['draft_calls'], 'd')} | {r['ms_per_token']:.2f} | "
-            f"{r['speedup']:.2f}x | {r['identical']}/{result['prompts']} |"
+            f"{fmt(r['acceptance_ratio'], '.2f')} | {_depths(r['alpha_at_depth'])} | {fmt(r['target_calls'], 'd')} | "
+            f"{fmt(r['draft_calls'], 'd')} | {r['ms_per_token']:.2f} | {r['speedup']:.2f}x | "
+            f"{r['identical']}/{result['prompts']} |"
         )
     if result["skipped"]:
         lines += ["", "Skipped: " + "; ".join(result["skipped"]) + "."]
+    curve = CostCurve.from_dict(result["cost_curve"]) if result.get("cost_curve") else None
+    if curve is not None:
+        points = ", ".join(f"{n}: {m:.2f}" for n, m in zip(curve.new_tokens, curve.ms_points))
+        lines += [
+            "", "## The target's cost curve (measured in this run)", "",
+            f"One target forward over n new tokens after {curve.context} cached tokens, {curve.method} of "
+            f"{curve.repeats} samples taken between the prompts (ms): {points}. Fit for n >= 2: "
+            f"{curve.intercept_ms:.2f} + {curve.slope_ms:.3f}·n ms. A verify over 5 tokens costs "
+            f"{curve.relative(5):.2f} decode steps, over 25 tokens {curve.relative(25):.2f}: not free on this machine.",
+        ]
+        lines += [
+            "", "## Reconciliation: predicted vs measured ms/token", "",
+            "Per method: the measured per-depth acceptance (chains: α at depth d; trees: the fraction of verify "
+            "passes that accepted depth d) gives the predicted tokens per pass τ̂ = 1 + α1 + α1·α2 + ... (chains) or "
+            "1 + Σ_d acceptance at depth d (trees). Predicted ms/token = (prefills from the curve + "
+            "(tokens − prompts) / τ̂ × (draft ms per pass + verify ms per pass from the curve at each pass's node "
+            "count)) / tokens. Draft ms per pass: thread time inside the drafter's calls in this run. Overhead = "
+            "measured total − prefill − verify forwards − drafter work, per pass (not in the model). "
+            f"Gap = predicted / measured − 1; rows outside ±{TOLERANCE:.0%} say which term is off.",
+            "",
+            "| method | form | per-depth acceptance | τ̂ per pass | measured τ per pass | nodes/pass | draft ms/pass | "
+            "verify ms/pass (curve) | verify ms/pass (measured) | overhead ms/pass | predicted ms/token | "
+            "measured ms/token | gap | note |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in result["rows"]:
+            c = r.get("reconciliation")
+            if c is None:
+                continue
+            lines.append(
+                f"| {r['method']} | {r['form']} | {_depths(c['per_depth'])} | {c['predicted_tau']:.2f} | "
+                f"{c['measured_tau_per_pass']:.2f} | {c['nodes_per_pass']:.1f} | {c['draft_ms_per_pass']:.2f} | "
+                f"{c['verify_ms_per_pass_curve']:.2f} | {c['verify_ms_per_pass_measured']:.2f} | "
+                f"{c['overhead_ms_per_pass']:.2f} | {c['predicted_ms_per_token']:.2f} | "
+                f"{c['measured_ms_per_token']:.2f} | {c['gap']:+.1%} | {c['note']} |"
+            )
+        lines += ["", "The transformers baselines run their own loop (not instrumented): no reconciliation row."]
     lines += ["", f"Command: `{result['command']}`", ""]
     return "\n".join(lines)
 
@@ -227,7 +469,7 @@ def plot(result: dict, path: Path) -> None:
     ax1, ax2 = fig.subplots(1, 2, sharey=True)
     ax1.barh(labels, [r["speedup"] for r in rows], color="tab:blue")
     ax1.axvline(1.0, color="gray", lw=1)
-    ax1.set(xlabel="speedup vs plain mini_llm greedy (same run)")
+    ax1.set(xlabel="speedup vs plain mini_llm greedy (same run, thread CPU time)")
     ax2.barh(labels, [r["tau"] or 0 for r in rows], color="tab:green")
     ax2.set(xlabel="τ: tokens per target call")
     ax1.invert_yaxis()
@@ -242,33 +484,50 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--target", default="tiny-qwen3")
     p.add_argument("--draft", default="tiny-qwen3-draft", help="separate small draft model ('none' to skip)")
     p.add_argument("--heads", default=str(MODELS_DIR / "heads"), help="folder with <kind>/ head folders")
+    p.add_argument("--tuned", default=str(TUNED_DIR), help="folder of tuned shapes ('none' to skip)")
     p.add_argument("--prompts", type=int, default=16)
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: thread CPU time = all work)")
     p.add_argument("--out", default=str(MODELS_DIR), help="output folder (default models/)")
     p.add_argument("--no-transformers", action="store_true", help="skip the transformers baselines")
     p.add_argument("--quick", action="store_true", help="2 prompts x 16 tokens (for tests)")
     args = p.parse_args(argv)
     n_prompts, new_tokens = (2, 16) if args.quick else (args.prompts, args.new_tokens)
 
-    target_path = resolve_model_path(args.target)
-    draft_path = None if args.draft == "none" else resolve_model_path(args.draft)
-    target = load_model(target_path)
-    draft = load_model(draft_path) if draft_path else None
-    prompts = held_out_prompts(load_tokenizer(target_path), n_prompts)
-    methods, skipped = spec_methods(target, draft, Path(args.heads))
-    if args.no_transformers:
-        skipped.append("transformers baselines: --no-transformers")
-    else:
-        methods += hf_methods(target_path, draft_path)
-    print(f"{len(methods)} methods x {n_prompts} prompts x {new_tokens} tokens, temperature {args.temperature}")
-    run_bench(methods, prompts, new_tokens, args.temperature, args.seed)
-    result = dict(
-        target=str(args.target), draft=str(args.draft), temperature=args.temperature, prompts=n_prompts,
-        new_tokens=new_tokens, machine=machine(), skipped=skipped, rows=summarize(methods),
-        command="python -m tree_spec.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
-    )
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(args.threads)
+    try:
+        target_path = resolve_model_path(args.target)
+        draft_path = None if args.draft == "none" else resolve_model_path(args.draft)
+        target = load_model(target_path)
+        draft = load_model(draft_path) if draft_path else None
+        prompts = held_out_prompts(load_tokenizer(target_path), n_prompts)
+        tuned_dir = None if args.tuned == "none" else Path(args.tuned)
+        methods, skipped = spec_methods(target, draft, Path(args.heads), tuned_dir, greedy=args.temperature == 0)
+        if args.no_transformers:
+            skipped.append("transformers baselines: --no-transformers")
+        else:
+            methods += hf_methods(target_path, draft_path)
+        mean_prompt = sum(map(len, prompts)) // len(prompts)
+        sizes = DEFAULT_NEW_TOKENS if not args.quick else (1, 2, 4, 8, 16)
+        lengths = sorted(map(len, prompts))
+        prefill_sizes = (lengths[0], lengths[len(lengths) // 2], lengths[-1])  # the curve interpolates between them
+        timer = ForwardTimer(target, sorted({*sizes, *prefill_sizes}),
+                             context=mean_prompt + new_tokens // 2)
+        print(f"{len(methods)} methods x {n_prompts} prompts x {new_tokens} tokens, temperature {args.temperature}, "
+              f"{torch.get_num_threads()} torch thread(s)")
+        run_bench(methods, prompts, new_tokens, args.temperature, args.seed, target, timer)
+        curve = timer.curve(str(args.target))
+        result = dict(
+            target=str(args.target), draft=str(args.draft), temperature=args.temperature, prompts=n_prompts,
+            new_tokens=new_tokens, machine=machine(), skipped=skipped, rows=summarize(methods, curve),
+            cost_curve=curve.to_dict(),
+            command="python -m tree_spec.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+        )
+    finally:
+        torch.set_num_threads(threads_before)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = "BENCHMARK" if args.temperature == 0 else f"BENCHMARK_T{args.temperature:g}"

@@ -204,7 +204,56 @@ def _context_ids(target: Transformer, context: int, seed: int = 0) -> torch.Tens
     return torch.randint(0, target.cfg.vocab_size, (1, max(context, 1)), generator=gen).to(target.device)
 
 
-@torch.inference_mode()
+class ForwardTimer:
+    """Times target forwards over n new tokens after `context` cached tokens; samples accumulate across
+    `sample()` calls (so a benchmark can interleave them with its runs), `curve()` takes the medians.
+
+    One torch thread must be set by the caller (see `one_thread`). tree_shaped: pass an explicit [n, n]
+    (chain-shaped, i.e. causal) mask and positions, as a tree verify does; otherwise the default causal path.
+    """
+
+    def __init__(self, target: Transformer, new_tokens: Sequence[int] = DEFAULT_NEW_TOKENS, context: int = 128,
+                 tree_shaped: bool = False) -> None:
+        self.target, self.context, self.tree_shaped = target, context, tree_shaped
+        self.new_tokens = sorted({int(n) for n in new_tokens})
+        if self.new_tokens[0] < 1:
+            raise ValueError("new token counts must be >= 1")
+        device = target.device
+        self.cache = target.new_cache(batch_size=1, max_len=context + self.new_tokens[-1] + 1)
+        gen = torch.Generator().manual_seed(1)
+        self.ids = {n: torch.randint(0, target.cfg.vocab_size, (1, n), generator=gen).to(device) for n in self.new_tokens}
+        self.times: dict[int, list[float]] = {n: [] for n in self.new_tokens}
+        with torch.inference_mode():
+            target(_context_ids(target, context), cache=self.cache)
+
+    @torch.inference_mode()
+    def sample(self, repeats: int = 1, warmup: bool = True) -> None:
+        """Time every n `repeats` times (after one untimed warm-up forward per n when `warmup`)."""
+        device, context = self.target.device, self.context
+        for n in self.new_tokens:
+            kwargs = {}
+            if self.tree_shaped:
+                kwargs = dict(mask=tree_mask([-1] + list(range(n - 1)), device),
+                              positions=torch.arange(context, context + n, device=device))
+            for r in range(repeats + warmup):
+                self.cache.truncate(context)
+                ms = thread_ms(lambda: self.target(self.ids[n], cache=self.cache, **kwargs), device)
+                if r >= warmup:
+                    self.times[n].append(ms)
+        self.cache.truncate(context)
+
+    def curve(self, model_name: str = "") -> CostCurve:
+        """The medians of every sample so far."""
+        cuda = self.target.device.type == "cuda"
+        return CostCurve(
+            new_tokens=self.new_tokens, ms_points=[statistics.median(self.times[n]) for n in self.new_tokens],
+            context=self.context, model=model_name, hardware=hardware_name(), torch_version=torch.__version__,
+            threads=torch.get_num_threads(), repeats=min(len(v) for v in self.times.values()),
+            tree_mask=self.tree_shaped,
+            method="CUDA wall time with synchronize, median" if cuda else "thread CPU time, median",
+        )
+
+
 def measure_target_costs(
     target: Transformer,
     new_tokens: Sequence[int] = DEFAULT_NEW_TOKENS,
@@ -217,40 +266,16 @@ def measure_target_costs(
     """Time one target forward over n new tokens after `context` cached tokens, for each n -> CostCurve.
 
     One torch thread, thread CPU time (CUDA: wall time with synchronize), median of `repeats` after one
-    warm-up per n. tree_shaped: pass an explicit [n, n] tree mask (a chain-shaped one, i.e. causal) and
-    explicit positions, as a tree verify does; otherwise the default causal path.
+    warm-up per n. tree_shaped: an explicit [n, n] tree mask (chain-shaped) and positions, as a tree verify
+    passes them; otherwise the default causal path.
     """
     device = torch.device(device) if device is not None else target.device
     if device != target.device:
         raise ValueError(f"target is on {target.device}, asked to measure on {device}")
-    new_tokens = sorted({int(n) for n in new_tokens})
-    if new_tokens[0] < 1:
-        raise ValueError("new token counts must be >= 1")
-    cache = target.new_cache(batch_size=1, max_len=context + new_tokens[-1] + 1)
-    prefix = _context_ids(target, context)
-    gen = torch.Generator().manual_seed(1)
-    medians = []
     with one_thread():
-        target(prefix, cache=cache)
-        for n in new_tokens:
-            ids = torch.randint(0, target.cfg.vocab_size, (1, n), generator=gen).to(device)
-            kwargs = {}
-            if tree_shaped:
-                parents = [-1] + list(range(n - 1))
-                kwargs = dict(mask=tree_mask(parents, device), positions=torch.arange(context, context + n, device=device))
-            times = []
-            for r in range(repeats + 1):
-                cache.truncate(context)
-                ms = thread_ms(lambda: target(ids, cache=cache, **kwargs), device)
-                if r:  # the first is a warm-up
-                    times.append(ms)
-            medians.append(statistics.median(times))
-        cache.truncate(context)
-    return CostCurve(
-        new_tokens=new_tokens, ms_points=medians, context=context, model=model_name,
-        hardware=hardware_name(), torch_version=torch.__version__, threads=1, repeats=repeats, tree_mask=tree_shaped,
-        method="CUDA wall time with synchronize, median" if device.type == "cuda" else "thread CPU time, median",
-    )
+        timer = ForwardTimer(target, new_tokens, context, tree_shaped)
+        timer.sample(repeats)
+        return timer.curve(model_name)
 
 
 @dataclass
@@ -270,23 +295,38 @@ class DrafterCost:
         return self.by_width[nearest]
 
 
+DRAFTER_METHODS = ("next_logits", "propose", "observe", "observe_verify")
+
+
 @contextmanager
-def timed_drafter(drafter: Drafter) -> Iterator[list[tuple[int, float]]]:
-    """Inside the block, every `drafter.next_logits` call appends (frontier size, thread ms) to the yielded list."""
-    record: list[tuple[int, float]] = []
-    original = drafter.next_logits
+def timed_drafter(drafter: Drafter) -> Iterator[list[tuple[str, int, float]]]:
+    """Inside the block, every call of the drafter's work methods (`DRAFTER_METHODS`: drafting and taking the
+    target's features) appends (method, frontier size or 0, thread ms) to the yielded list. A method that calls
+    another (or itself) is counted once, at the outermost call."""
+    record: list[tuple[str, int, float]] = []
+    depth = [0]
 
-    def timed(context, tokens, parents, frontier):
-        start = time.thread_time()
-        out = original(context, tokens, parents, frontier)
-        record.append((len(frontier), 1000 * (time.thread_time() - start)))
-        return out
+    def wrap(name, original):
+        def timed(*args, **kwargs):
+            depth[0] += 1
+            start = time.thread_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+                if depth[0] == 0:
+                    width = len(args[3]) if name == "next_logits" and len(args) > 3 else 0
+                    record.append((name, width, 1000 * (time.thread_time() - start)))
+        return timed
 
-    drafter.next_logits = timed
+    wrapped = [name for name in DRAFTER_METHODS if hasattr(drafter, name)]
+    for name in wrapped:
+        setattr(drafter, name, wrap(name, getattr(drafter, name)))
     try:
         yield record
     finally:
-        del drafter.next_logits  # back to the class method
+        for name in wrapped:
+            delattr(drafter, name)  # back to the class methods
 
 
 def measure_drafter_cost(
@@ -296,14 +336,16 @@ def measure_drafter_cost(
     new_tokens: int = 32,
     branching: Sequence[int] = (2, 2, 1, 1),
 ) -> DrafterCost:
-    """ms per drafter call (one call = one tree level for the whole frontier), measured inside a short greedy
-    tree generation with one torch thread and thread CPU time (feature drafters get real target features)."""
+    """ms per drafter call (one `next_logits` call = one tree level for the whole frontier), measured inside a short
+    greedy tree generation with one torch thread and thread CPU time (feature drafters get real target features).
+    Work done in `observe` (e.g. a head encoding the target's features) is not included: see `timed_drafter`."""
     from .tree import tree_speculative_generate
 
     drafter = as_drafter(drafter)
     prompt = list(prompt_ids) if prompt_ids is not None else _context_ids(target, 64)[0].tolist()
-    with one_thread(), timed_drafter(drafter) as record:
+    with one_thread(), timed_drafter(drafter) as timed:
         tree_speculative_generate(target, drafter, prompt, new_tokens, branching=branching)
+    record = [(width, ms) for name, width, ms in timed if name == "next_logits"]
     if not record:
         raise ValueError("the drafter was never called")
     by_width: dict[int, list[float]] = {}
