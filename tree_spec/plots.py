@@ -122,3 +122,36 @@ def draw_compact(
     ax.set_title(title or f"cache.compact({start}, {kept}): keep the accepted path, drop the branches")
     ax.figure.tight_layout()
     return ax.figure
+
+
+TIMELINE_COLORS = {"decode": "#6e7781", "draft": "#bf8700", "verify": "#0969da"}
+
+
+def draw_timeline(plain, speculative, n_tokens: int = 24, ax: Axes | None = None) -> Figure:
+    """Gantt chart of two measured `tree_spec.timeline.Timeline`s, from the end of each prefill until each has
+    committed `n_tokens` tokens: plain decoding (one bar per token) above, draft bars + one verify bar per step
+    below, each verify labelled with the tokens it committed. Gaps between bars are the loop's own overhead."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(11, 2.8))
+    ends = {}
+    for y, timeline in [(1, plain), (0, speculative)]:
+        spans = [s for s in timeline.spans if s.kind != "prefill"]
+        origin, done = spans[0].start_ms, 0
+        for span in spans:
+            x = span.start_ms - origin
+            ax.broken_barh([(x, span.ms)], (y - 0.3, 0.6), facecolors=TIMELINE_COLORS[span.kind], edgecolor="white", lw=0.5)
+            if span.kind == "verify":
+                ax.text(x + span.ms / 2, y + 0.38, f"+{span.tokens}", ha="center", va="bottom", fontsize=7)
+            done += span.tokens
+            if done >= n_tokens:
+                ends[y] = x + span.ms
+                break
+        ax.text(ends.get(y, x + span.ms), y, f"  {done} tokens, {ends.get(y, x + span.ms):.0f} ms", va="center", fontsize=8)
+    ax.set_yticks([1, 0], [plain.label, speculative.label])
+    ax.set(xlabel="thread CPU ms after the prefill", ylim=(-0.6, 1.7), xlim=(0, max(ends.values(), default=1) * 1.18))
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in TIMELINE_COLORS.values()]
+    ax.legend(handles, ["target decode (1 token)", "draft call", "target verify (k + 1 tokens)"], fontsize=8,
+              loc="upper right", ncol=3)
+    ax.set_title(f"measured timeline: the first {n_tokens} tokens after the prompt")
+    ax.figure.tight_layout()
+    return ax.figure

@@ -1,0 +1,30 @@
+"""tree_spec.timeline: every target forward and drafter call timed, tokens committed per verify, plain == speculative."""
+import matplotlib
+
+from tests.spec_models import perturbed_copy, prompts, random_model
+from tree_spec import speculative_generate
+from tree_spec.plots import draw_timeline
+from tree_spec.timeline import record_plain, record_speculative
+
+
+def test_timelines_account_for_every_call_and_token():
+    matplotlib.use("Agg")
+    target = random_model()
+    draft = perturbed_copy(target)
+    prompt = prompts(target.cfg.vocab_size, 1)[0]
+    plain = record_plain(target, prompt, 20)
+    spec = record_speculative(target, draft, prompt, 20, k=3)
+    reference = speculative_generate(target, draft, prompt, 20, k=3)
+    assert plain.tokens == spec.tokens == reference.tokens
+    assert [s.kind for s in plain.spans] == ["prefill"] + ["decode"] * 19
+    verifies = [s for s in spec.spans if s.kind == "verify"]
+    assert [s.tokens - 1 for s in verifies] == reference.accepted_per_call
+    assert sum(s.kind == "draft" for s in spec.spans) == reference.draft_calls
+    assert 1 + sum(s.tokens for s in spec.committing) == len(spec.tokens) == 20
+    for timeline in (plain, spec):
+        starts = [s.start_ms for s in timeline.spans]
+        assert starts == sorted(starts) and all(s.ms >= 0 for s in timeline.spans)
+        assert timeline.ms_per_token() > 0
+    assert "forward" not in target.__dict__  # the timing wrapper is removed
+    fig = draw_timeline(plain, spec, n_tokens=10)
+    assert len(fig.axes[0].get_yticks()) == 2
