@@ -5,16 +5,18 @@ import argparse
 import platform
 import shutil
 import sys
-from dataclasses import replace
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import report
+from . import references, report
 from .catalog import Exercise, discover, resolve
+from .grading import grade_file, graded_on, reference_problem
 from .progress import Progress
-from .runner import Job, run_jobs
+from .runner import Job, start
 from .settings import REPO, Settings
 
 RECORD_TIMEOUT_S = 600.0  # per exercise: recording also samples every modelled mistake
+CHECK_PARALLEL = 2  # workers `check` runs at once (each file gets a fresh one)
 
 
 def shown(path: Path) -> str:
@@ -56,7 +58,7 @@ def cmd_test(settings: Settings, ex: Exercise, file: str | None) -> int:
     if not path.exists():
         print(f"{shown(path)} does not exist; run `python practice/judge.py start {ex.number}` first.")
         return 1
-    result = run_jobs([Job(ex, path)], settings)[0]
+    result = grade_file(ex, path, settings)
     print(report.verdict(result, f"{ex.name} · {shown(path)}"))
     if result["status"] != "pass":
         return 1
@@ -100,21 +102,25 @@ def check_jobs(exercises: list[Exercise]) -> list[tuple[Job, str, bool]]:
 
 
 def first_diagnosis(result: dict) -> str:
-    """The likely mistake of the first failing case, else its message, else the first line of the detail."""
+    """The likely mistake, else the first failing case's message, else the last line of the detail."""
     failing = [c for c in result.get("cases", []) if not c["ok"]]
+    if result.get("mistake"):
+        return result["mistake"]
     if failing:
-        return failing[0].get("mistake") or failing[0]["message"]
+        return failing[0]["message"]
     lines = (result.get("detail") or "").strip().splitlines()
     return lines[-1] if lines else ""
 
 
 def cmd_check(settings: Settings, exercises: list[Exercise]) -> int:
+    """Every solution passes, every starter and wrong file fails; a fresh worker (and model) per file."""
     planned = check_jobs(exercises)
-    results = run_jobs([job for job, _, _ in planned], settings)
+    with ThreadPoolExecutor(CHECK_PARALLEL) as pool:
+        results = list(pool.map(lambda p: grade_file(p[0].exercise, p[0].file, settings), planned))
     failures = 0
     for (job, role, should_pass), result in zip(planned, results):
         passed = result["status"] == "pass"
-        good = passed == should_pass and (should_pass or result["status"] in ("fail", "error", "timeout"))
+        good = passed == should_pass and (should_pass or result["status"] in ("fail", "error", "timeout", "memory"))
         failures += not good
         diagnosis = f"  -> {first_diagnosis(result)}" if role.startswith("wrong") else ""
         print(f"  {'ok ' if good else 'BAD'} {job.exercise.name:<24} {role:<28} {result['status']:<8}"
@@ -126,57 +132,72 @@ def cmd_check(settings: Settings, exercises: list[Exercise]) -> int:
 
 
 def cmd_doctor(settings: Settings, exercises: list[Exercise]) -> int:
+    """Python, torch, devices, models; per exercise whether it can be graded here and against what."""
     import torch
 
-    from . import references
-
     print(f"Python   {platform.python_version()} ({sys.executable})")
-    print(f"torch    {torch.__version__}")
+    print(f"torch    {torch.__version__}" + (f" (CUDA {torch.version.cuda})" if torch.version.cuda else ""))
     cuda = torch.cuda.is_available()
     print(f"device   {'cuda: ' + torch.cuda.get_device_name(0) if cuda else 'cpu only (no CUDA GPU)'}")
+    print(f"{graded_on(settings)} (SPEC_JUDGE_DEVICE)")
     models = REPO / "models"
     for folder in sorted(p for p in models.iterdir() if (p / "config.json").exists()) if models.is_dir() else []:
         print(f"model    {shown(folder)}")
     model_path = settings.model_path()
     model_ok = references.model_fingerprint(model_path) is not None
     print(f"graded with model {shown(model_path)}: {'present' if model_ok else 'MISSING'}")
+    bad = 0
     for ex in exercises:
         meta = references.load_meta(settings.references, ex.name)
+        problem = reference_problem(ex, settings, meta) if not (ex.needs_model and not model_ok) else None
         if ex.needs_model and not model_ok:
             state = "cannot be graded here: the model is missing"
-        elif meta is None:
-            state = "no reference: run `python practice/judge.py record`"
+        elif problem:
+            state = f"NOT GRADABLE ({problem[0]}): {problem[1]}"
         else:
-            stale = references.staleness(meta, ex.folder, model_path if ex.needs_model else None)
-            state = f"STALE: {stale}" if stale else f"gradable; {references.describe(meta)}"
+            state = f"gradable; {references.describe(meta)}"
+        bad += state.startswith("NOT")
         print(f"  {ex.number:2d} {ex.slug:<22} {state}")
-    return 0
+    return 1 if bad else 0
 
 
 def out_of_date(settings: Settings, exercises: list[Exercise]) -> list[Exercise]:
-    """The exercises whose reference is missing, or stale for their files or the checkpoint."""
-    from . import references
-
-    return [ex for ex in exercises if (meta := references.load_meta(settings.references, ex.name)) is None
-            or references.staleness(meta, ex.folder, settings.model_path() if ex.needs_model else None)]
+    """The exercises whose reference is missing, altered, or stale for their files or the checkpoint."""
+    return [ex for ex in exercises
+            if reference_problem(ex, settings, references.load_meta(settings.references, ex.name))]
 
 
-def cmd_record(settings: Settings, exercises: list[Exercise]) -> int:
+def record_device(requested: str) -> str | None:
+    """'auto' -> cuda when there is a GPU, else cpu; 'cuda' without a GPU -> None."""
     import torch
 
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        return None
+    return requested
+
+
+def cmd_record(settings: Settings, exercises: list[Exercise], requested: str = "auto") -> int:
+    """Record each exercise's reference in a fresh worker on the chosen device."""
     if not exercises:
         print("Nothing to record: every reference is up to date.")
         return 0
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = record_device(requested)
+    if device is None:
+        print(f"--device {requested}: no CUDA GPU is visible to torch here; nothing recorded.")
+        return 1
     if device == "cpu":
-        print("No CUDA GPU here: recording the references on CPU.")
-    settings = replace(settings, timeout_s=max(settings.timeout_s, RECORD_TIMEOUT_S))
-    results = run_jobs([Job(ex, None) for ex in exercises], settings, mode="record", device=device)
+        print("Recording the references on CPU" + (" (no CUDA GPU here)." if requested == "auto" else "."))
     bad = 0
-    for ex, result in zip(exercises, results):
-        ok = result["status"] == "recorded"
+    for ex in exercises:
+        run = start(Job(ex, None), settings, "record", device, RECORD_TIMEOUT_S).wait()
+        end = next((e for e in run.events if "done" in e or "internal" in e or "error" in e), {})
+        run.tmp.cleanup()
+        ok = "done" in end
         bad += not ok
-        print(f"  {'ok ' if ok else 'BAD'} {ex.name:<24} {result.get('reference') or result.get('detail')}")
+        detail = end.get("reference") or end.get("internal") or end.get("error") or f"worker ended: {run.ended}"
+        print(f"  {'ok ' if ok else 'BAD'} {ex.name:<24} {detail}")
     print(f"references in {shown(settings.references)} ({len(exercises) - bad}/{len(exercises)} recorded)")
     return 1 if bad else 0
 
@@ -204,7 +225,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workspace", help="folder with your files (default practice/workspace; env SPEC_JUDGE_WORKSPACE)")
     p.add_argument("--references", help="references folder (default practice/references; env SPEC_JUDGE_REFERENCES)")
     p.add_argument("--model", help="model for the real-model exercises (default tiny-qwen3; env SPEC_JUDGE_MODEL)")
-    p.add_argument("--timeout", type=float, help="seconds a file may run (default 60; env SPEC_JUDGE_TIMEOUT)")
+    p.add_argument("--timeout", type=float, help="seconds a file may run (default: 10x the reference solution's "
+                   "time, at least 10; env SPEC_JUDGE_TIMEOUT)")
+    p.add_argument("--memory", type=int, help="MiB a file may allocate beyond torch and the model (default 4096; "
+                   "env SPEC_JUDGE_MEMORY_MB)")
     sub = p.add_subparsers(dest="command")
     sub.add_parser("list", help="status of every exercise")
     for name, text in [("start", "copy the starter into the workspace and show the task"),
@@ -221,12 +245,13 @@ def parser() -> argparse.ArgumentParser:
     record = sub.add_parser("record", help="maintainer: re-record the references from the solutions")
     record.add_argument("only", nargs="*", help="exercises to record (default: all)")
     record.add_argument("--stale", action="store_true", help="only those whose reference is missing or out of date")
+    record.add_argument("--device", default="auto", help="auto (cuda when present, else cpu), cpu or cuda")
     return p
 
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    settings = Settings.from_env(args.workspace, args.references, args.model, args.timeout)
+    settings = Settings.from_env(args.workspace, args.references, args.model, args.timeout, args.memory)
     exercises = discover(settings.exercises)
     try:
         ex = resolve(exercises, args.exercise) if getattr(args, "exercise", None) else None
@@ -242,6 +267,6 @@ def main(argv: list[str]) -> int:
         "solution": lambda: cmd_solution(settings, ex, args.force),
         "check": lambda: cmd_check(settings, exercises),
         "doctor": lambda: cmd_doctor(settings, exercises),
-        "record": lambda: cmd_record(settings, to_record(settings, exercises, args.only, args.stale)),
+        "record": lambda: cmd_record(settings, to_record(settings, exercises, args.only, args.stale), args.device),
     }
     return commands[args.command]()

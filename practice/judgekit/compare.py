@@ -16,8 +16,12 @@ from tree_spec.speedup import chi_square
 
 def describe(x: Any) -> str:
     """A short description of a value's type, for 'expected ..., got ...' messages."""
+    from .wire import Opaque
+
     if isinstance(x, torch.Tensor):
         return f"a Tensor of shape {list(x.shape)} and dtype {x.dtype}"
+    if isinstance(x, Opaque):
+        return f"{x.type_name} {x.text}"[:120]
     if isinstance(x, (list, tuple)):
         kinds = sorted({type(v).__name__ for v in x})
         return f"a {type(x).__name__} of {len(x)} items ({', '.join(kinds) or 'empty'})"

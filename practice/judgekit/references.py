@@ -1,4 +1,7 @@
-"""Recorded reference outputs: `references/NN-slug.pt` (outputs) + `NN-slug.json` (how they were recorded)."""
+"""Recorded reference outputs: `references/NN-slug.pt` (outputs) + `NN-slug.json` (how they were recorded).
+
+torch is imported inside the functions that need it, so reading the metadata costs no torch import.
+"""
 from __future__ import annotations
 
 import hashlib
@@ -7,8 +10,6 @@ import platform
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-
-import torch
 
 RECORD_COMMAND = "python practice/judge.py record"
 
@@ -29,20 +30,55 @@ def model_fingerprint(model_path: Path) -> str | None:
 
 
 def device_name(device: str) -> str:
+    """The device as the hardware names itself: the GPU's name, or the CPU's model name."""
+    import torch
+
     if device.startswith("cuda"):
         return torch.cuda.get_device_name(torch.device(device))
-    return f"CPU ({platform.machine()})"
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        model = next(line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name"))
+        return f"CPU {model}"
+    except (OSError, StopIteration):
+        return f"CPU ({platform.machine() or platform.processor()})"
 
 
-def make_meta(exercise_dir: Path, device: str, model_path: Path | None) -> dict[str, Any]:
+def measured_dtype(model: Any, outputs: dict[str, Any]) -> str:
+    """The floating dtype actually used: the model's parameters, else the recorded float tensors' dtypes."""
+    import torch
+
+    if model is not None:
+        return str(next(model.parameters()).dtype).removeprefix("torch.")
+    found = set()
+
+    def visit(x: Any) -> None:
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            found.add(str(x.dtype).removeprefix("torch."))
+        elif isinstance(x, float):
+            found.add("float64 (Python float)")
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                visit(v)
+
+    for value in outputs.values():
+        visit(value)
+    return "+".join(sorted(found)) or "no floating-point tensors"
+
+
+def make_meta(exercise_dir: Path, device: str, model_path: Path | None, dtype: str, seconds: float) -> dict[str, Any]:
+    """How a reference was recorded, measured here: device name, dtype used, torch/CUDA versions, solution time."""
+    import torch
+
     meta = {
         "exercise": exercise_dir.name,
         "device": device,
         "device_name": device_name(device),
-        "dtype": "float32",
+        "dtype": dtype,
         "torch": torch.__version__,
+        "cuda": torch.version.cuda if device.startswith("cuda") else None,
         "python": platform.python_version(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "solution_seconds": round(seconds, 4),
         "cases_sha256": sha256_of([exercise_dir / "cases.py"]),
         "solution_sha256": sha256_of([exercise_dir / "solution.py"]),
     }
@@ -53,8 +89,12 @@ def make_meta(exercise_dir: Path, device: str, model_path: Path | None) -> dict[
 
 
 def save(references: Path, name: str, meta: dict[str, Any], data: dict[str, Any]) -> None:
+    """Write NN-slug.pt and NN-slug.json, the latter with the sha256 of the former."""
+    import torch
+
     references.mkdir(parents=True, exist_ok=True)
     torch.save(data, references / f"{name}.pt")
+    meta = {**meta, "data_sha256": sha256_of([references / f"{name}.pt"])}
     (references / f"{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
@@ -63,7 +103,22 @@ def load_meta(references: Path, name: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def integrity(meta: dict[str, Any], references: Path, name: str) -> str | None:
+    """Why NN-slug.pt cannot be trusted (missing, or not the file its .json describes), or None."""
+    path = references / f"{name}.pt"
+    restore = (f"restore it with `git checkout -- {path}` (if it is the shipped one) or re-record it with "
+               f"`{RECORD_COMMAND} {name[:2]}`")
+    if not path.exists():
+        return f"the reference file {path} is missing; {restore}."
+    if meta.get("data_sha256") != sha256_of([path]):
+        return (f"the reference file {path} was changed since it was recorded (its sha256 differs from the one in "
+                f"{name}.json); {restore}.")
+    return None
+
+
 def load_data(references: Path, name: str) -> dict[str, Any]:
+    import torch
+
     return torch.load(references / f"{name}.pt", weights_only=True)
 
 
@@ -87,7 +142,8 @@ def staleness(meta: dict[str, Any], exercise_dir: Path, model_path: Path | None)
 
 
 def describe(meta: dict[str, Any]) -> str:
-    """'reference recorded on <device name> (<device>, float32, torch X, <date>)'."""
+    """'reference recorded on <device name> (<device>, <dtype>, torch X[, CUDA Y], <date>)'."""
+    cuda = f", CUDA {meta['cuda']}" if meta.get("cuda") else ""
     return (f"reference recorded on {meta['device_name']} ({meta['device']}, {meta['dtype']}, "
-            f"torch {meta['torch']}, {meta['date'][:10]})")
+            f"torch {meta['torch']}{cuda}, {meta['date'][:10]})")
 

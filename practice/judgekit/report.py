@@ -3,35 +3,41 @@ from __future__ import annotations
 
 from typing import Any
 
-MAX_FAILURES_SHOWN = 1
+MAX_FAILURES_SHOWN = 3
 MAX_PRINTED_LINES = 8
 
 HEADLINES = {
     "pass": "PASS", "fail": "FAIL", "error": "ERROR: your code did not run through",
-    "timeout": "TIMEOUT", "crash": "CRASH", "stale": "REFERENCE OUT OF DATE", "no-reference": "NO REFERENCE",
-    "no-model": "MODEL NOT AVAILABLE",
+    "timeout": "TIMEOUT", "crash": "CRASH", "memory": "OUT OF MEMORY", "stale": "REFERENCE OUT OF DATE",
+    "no-reference": "NO REFERENCE", "bad-reference": "REFERENCE CHANGED OR MISSING", "no-model": "MODEL NOT AVAILABLE",
     "internal": "JUDGE ERROR (a bug in the judge or the exercise, not in your code)",
 }
 
 
 def verdict(result: dict[str, Any], title: str) -> str:
-    """The verdict for one graded file: case lines, the first failures with their likely mistake, status."""
+    """Case lines, up to three failing cases grouped by function, the likely mistake when unambiguous, status."""
     lines = [f"== {title} =="]
     cases = result.get("cases", [])
-    shown = 0
     for case in cases:
         mark = "ok  " if case["ok"] else "FAIL"
         lines.append(f"  {mark} {case['name']}" + (f" - {case['note']}" if case.get("note") else ""))
-        if not case["ok"] and shown < MAX_FAILURES_SHOWN:
-            shown += 1
-            lines.append(f"       {case['message']}")
-            if case.get("mistake"):
-                lines.append(f"       Likely mistake: {case['mistake']}")
+    failing = [c for c in cases if not c["ok"]]
+    if failing:
+        shown = failing[:MAX_FAILURES_SHOWN]
+        more = f" (the first {len(shown)} of {len(failing)})" if len(failing) > len(shown) else ""
+        lines += ["", f"Failing cases{more}:"]
+        for function in dict.fromkeys(c.get("function", "") for c in shown):
+            if function:
+                lines.append(f"  {function}:")
+            for case in (c for c in shown if c.get("function", "") == function):
+                lines.append(f"    {case['name']}: {case['message']}")
+        if result.get("mistake"):
+            lines.append(f"  Likely mistake: {result['mistake']}")
     if result.get("detail"):
         lines += ["", *result["detail"].rstrip().splitlines()]
     printed = [line for line in (result.get("printed") or "").splitlines() if line.strip()]
     if printed and result["status"] != "pass":
-        lines += ["", "Your code printed (last lines):", *("  " + p for p in printed[-MAX_PRINTED_LINES:])]
+        lines += ["", "Your code printed (last lines):", *("  " + p[:300] for p in printed[-MAX_PRINTED_LINES:])]
     passed = sum(c["ok"] for c in cases)
     summary = HEADLINES.get(result["status"], result["status"].upper())
     if cases:
@@ -39,8 +45,7 @@ def verdict(result: dict[str, Any], title: str) -> str:
     if "seconds" in result:
         summary += f"  {result['seconds']:.1f} s"
     lines += ["", summary]
-    if result.get("reference"):
-        lines.append(result["reference"])
+    lines += [text for text in (result.get("reference"), result.get("graded_on")) if text]
     return "\n".join(lines)
 
 

@@ -1,4 +1,8 @@
-"""Parent side: start the worker subprocess, enforce the per-file timeout, collect one result per job."""
+"""Parent side: one fresh worker subprocess per file, with a time limit, a memory cap and capped output.
+
+The worker's events come back as raw JSON lines (judgekit.worker); nothing here imports learner code or torch,
+so the worker can start while the parent imports torch to compare its outputs.
+"""
 from __future__ import annotations
 
 import json
@@ -7,15 +11,18 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .catalog import Exercise
 from .settings import REPO, Settings
 
-STARTUP_S = 300.0
+STARTUP_S = 300.0  # importing torch and loading the model on a busy machine
+OUTPUT_CAP_BYTES = 64_000  # the tail of what the learner's code printed that is kept
 
 
 @dataclass
@@ -24,74 +31,130 @@ class Job:
     file: Path | None  # None when recording
 
 
-def _read_lines(path: Path) -> list[dict[str, Any]]:
-    text = path.read_text() if path.exists() else ""
-    return [json.loads(line) for line in text.splitlines() if line.endswith("}")]
+@dataclass
+class RunResult:
+    """What one worker reported: its event lines, the tail of its output, how it ended."""
+
+    events: list[dict[str, Any]]
+    outdir: Path
+    printed: str
+    printed_bytes: int
+    ended: str  # "done" | "timeout" | "exit"
+    returncode: int | None
+    seconds: float
+    timeout_s: float
+    memory_mb: int
+    tmp: tempfile.TemporaryDirectory = field(repr=False)
+
+    def running_case(self) -> str | None:
+        cases = [e["progress"] for e in self.events if "progress" in e]
+        return cases[-1] if cases else None
 
 
-def run_jobs(jobs: list[Job], settings: Settings, mode: str = "grade", device: str | None = None) -> list[dict[str, Any]]:
-    """Grade (or record) every job in as few worker processes as possible -> one result dict per job.
+class _Tail(threading.Thread):
+    """Reads a pipe to its end, keeping only the last OUTPUT_CAP_BYTES bytes."""
 
-    Each job may run `settings.timeout_s` seconds; on a timeout the worker is killed, that job gets
-    status 'timeout' (naming the case that was running) and a fresh worker continues with the rest.
+    def __init__(self, pipe) -> None:
+        super().__init__(daemon=True)
+        self.pipe, self.buffer, self.total = pipe, bytearray(), 0
+
+    def run(self) -> None:
+        while chunk := self.pipe.read1(65536) if hasattr(self.pipe, "read1") else self.pipe.read(65536):
+            self.total += len(chunk)
+            self.buffer += chunk
+            if len(self.buffer) > 2 * OUTPUT_CAP_BYTES:
+                del self.buffer[:-OUTPUT_CAP_BYTES]
+
+    def text(self) -> str:
+        return bytes(self.buffer[-OUTPUT_CAP_BYTES:]).decode("utf-8", "replace")
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """The worker's complete JSON lines (a half-written last line is ignored)."""
+    events = []
+    for line in (path.read_text(errors="replace") if path.exists() else "").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+@dataclass
+class Worker:
+    """A started worker: `wait()` for its RunResult, or `stop()` it when its result is no longer needed."""
+
+    wait: Callable[[], RunResult]
+    stop: Callable[[], None]
+
+
+def start(job: Job, settings: Settings, mode: str, device: str, timeout_s: float) -> Worker:
+    """Start a fresh worker for one job now (it imports torch while the caller does its own work)."""
+    tmp = tempfile.TemporaryDirectory(prefix="spec-judge-")
+    outdir = Path(tmp.name)
+    memory_mb = settings.memory_mb if mode == "grade" else 0
+    (outdir / "job.json").write_text(json.dumps({
+        "mode": mode, "device": device, "model_path": str(settings.model_path().resolve()),
+        "references": str(settings.references.resolve()), "threads": os.environ.get("OMP_NUM_THREADS", "1"),
+        "exercise": str(job.exercise.folder), "file": str(job.file.resolve()) if job.file else None,
+        "memory_mb": memory_mb,
+    }))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    began = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "practice.judgekit.worker", str(outdir / "job.json"), str(outdir)],
+        cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    tail = _Tail(proc.stdout)
+    tail.start()
+
+    def wait() -> RunResult:
+        ended = _wait(proc, outdir / "results.jsonl", timeout_s)
+        tail.join(timeout=5)
+        return RunResult(read_events(outdir / "results.jsonl"), outdir, tail.text(), tail.total, ended,
+                         proc.returncode, time.monotonic() - began, timeout_s, memory_mb, tmp)
+
+    def stop() -> None:
+        _kill(proc)
+        tail.join(timeout=5)
+        tmp.cleanup()
+
+    return Worker(wait, stop)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """SIGKILL the worker's whole process group (threads and processes its learner code left behind)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _wait(proc: subprocess.Popen, results: Path, timeout_s: float) -> str:
+    """Wait for the worker and stop its whole process group as soon as it reported its end -> how it ended.
+
+    The time limit counts from the worker's "ready" (torch imported, model loaded); before that it may take
+    up to STARTUP_S.
     """
-    results: list[dict[str, Any]] = []
-    while len(results) < len(jobs):
-        results += _run_batch(jobs[len(results):], settings, mode, device or settings.device)
-    return results
-
-
-def _run_batch(jobs: list[Job], settings: Settings, mode: str, device: str) -> list[dict[str, Any]]:
-    with tempfile.TemporaryDirectory(prefix="spec-judge-") as tmp:
-        jobs_file, results_file = Path(tmp) / "jobs.json", Path(tmp) / "results.jsonl"
-        jobs_file.write_text(json.dumps({
-            "mode": mode, "device": device, "model_path": str(settings.model_path().resolve()),
-            "references": str(settings.references.resolve()), "threads": os.environ.get("OMP_NUM_THREADS", "1"),
-            "jobs": [{"id": i, "exercise": str(j.exercise.folder), "file": str(j.file.resolve()) if j.file else None}
-                     for i, j in enumerate(jobs)],
-        }))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-        with open(Path(tmp) / "output.txt", "w+") as output:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "practice.judgekit.worker", str(jobs_file), str(results_file)],
-                cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-            timed_out = _wait(proc, results_file, settings.timeout_s)
-            output.seek(0)
-            printed = output.read()
-        lines = _read_lines(results_file)
-    done = [r for r in lines if "id" in r]
-    if len(done) == len(jobs):
-        if len(jobs) == 1:
-            done[0]["printed"] = printed
-        return done
-    running = [r["case"] for r in lines if r.get("progress") == len(done)]
-    case = f" in case '{running[-1]}'" if running else ""
-    if timed_out:
-        detail = (f"your code did not finish within {settings.timeout_s:g} s{case} and was stopped: "
-                  f"look for a loop that never ends (e.g. a while loop whose condition never changes).")
-        status = "timeout"
-    else:
-        detail = f"the grading process stopped unexpectedly{case} (exit code {proc.returncode}):\n{printed[-2000:]}"
-        status = "crash"
-    return done + [{"id": len(done), "status": status, "detail": detail, "printed": printed}]
-
-
-def _wait(proc: subprocess.Popen, results_file: Path, timeout_s: float) -> bool:
-    """Wait for the worker; True if it was killed.
-
-    Each job gets timeout_s from the moment the worker is ready (its imports done) or the previous job
-    finished; starting the worker (importing torch) may take up to STARTUP_S on a busy machine.
-    """
-    ready, finished, deadline = False, 0, time.monotonic() + STARTUP_S
+    deadline, ready = time.monotonic() + STARTUP_S, False
+    ended = "exit"
     while proc.poll() is None:
-        lines = _read_lines(results_file)
-        done = sum(1 for r in lines if "id" in r)
-        if (not ready and any("ready" in r for r in lines)) or done > finished:
-            ready, finished, deadline = True, done, time.monotonic() + timeout_s
+        events = read_events(results)
+        if not ready and any("ready" in e for e in events):
+            ready, deadline = True, time.monotonic() + timeout_s
+        if any(key in e for e in events for key in ("done", "error", "internal", "no_model")):
+            ended = "done"
+            break
         if time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return True
-        time.sleep(0.05)
-    return False
+            ended = "timeout"
+            break
+        time.sleep(0.02)
+    else:
+        if any(key in e for e in read_events(results) for key in ("done", "error", "internal", "no_model")):
+            ended = "done"
+    _kill(proc)
+    return ended

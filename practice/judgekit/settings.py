@@ -7,7 +7,9 @@ from pathlib import Path
 
 PRACTICE = Path(__file__).resolve().parent.parent
 REPO = PRACTICE.parent
-DEFAULT_TIMEOUT_S = 60.0
+MIN_TIMEOUT_S = 10.0  # the time limit is max(this, TIMEOUT_FACTOR x the reference solution's time)
+TIMEOUT_FACTOR = 10.0
+DEFAULT_MEMORY_MB = 4096  # address space a worker may add after loading torch and the model
 
 
 @dataclass(frozen=True)
@@ -22,7 +24,8 @@ class Settings:
     references: Path = PRACTICE / "references"
     workspace: Path = PRACTICE / "workspace"
     model: str = "tiny-qwen3"
-    timeout_s: float = DEFAULT_TIMEOUT_S
+    timeout_s: float | None = None  # None: max(MIN_TIMEOUT_S, TIMEOUT_FACTOR x the reference's time)
+    memory_mb: int = DEFAULT_MEMORY_MB
     device: str = "cpu"
 
     @classmethod
@@ -32,13 +35,16 @@ class Settings:
         references: str | None = None,
         model: str | None = None,
         timeout_s: float | None = None,
+        memory_mb: int | None = None,
     ) -> "Settings":
         env = os.environ
+        timeout = timeout_s or env.get("SPEC_JUDGE_TIMEOUT")
         return cls(
             references=Path(references or env.get("SPEC_JUDGE_REFERENCES") or cls.references),
             workspace=Path(workspace or env.get("SPEC_JUDGE_WORKSPACE") or cls.workspace),
             model=model or env.get("SPEC_JUDGE_MODEL") or cls.model,
-            timeout_s=float(timeout_s or env.get("SPEC_JUDGE_TIMEOUT") or DEFAULT_TIMEOUT_S),
+            timeout_s=float(timeout) if timeout else None,
+            memory_mb=int(memory_mb or env.get("SPEC_JUDGE_MEMORY_MB") or DEFAULT_MEMORY_MB),
             device=env.get("SPEC_JUDGE_DEVICE") or cls.device,
         )
 
@@ -46,3 +52,9 @@ class Settings:
         """The model folder: `model` as a path if it is a folder, else models/<model>."""
         path = Path(self.model)
         return path if path.is_dir() else REPO / "models" / self.model
+
+    def time_limit(self, reference_seconds: float | None) -> float:
+        """Seconds a file may run after the worker is ready: the option, else scaled to the reference's time."""
+        if self.timeout_s is not None:
+            return self.timeout_s
+        return max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * (reference_seconds or 0.0))

@@ -1,36 +1,44 @@
-"""Runs in a subprocess: imports learner (or solution) files, grades them case by case, or records references.
+"""Runs in a subprocess, one file per process: imports the learner's (or the solution's) file, runs every case
+and writes the RAW outputs; or, for maintainers, records the references from the solution.
 
-Usage: python -m practice.judgekit.worker JOBS.json RESULTS.jsonl
-Once its imports are done it appends {"ready": true} to RESULTS; each job then appends one JSON line,
-and before each case a progress line, so the parent knows which case was running when it had to stop
-a file that ran too long.
+Usage: python -m practice.judgekit.worker JOB.json OUTDIR
+It appends JSON lines to OUTDIR/results.jsonl: {"ready": true} once the model is loaded, {"progress": case}
+before each case, {"case": name, "output": tree} after it (tensors in OUTDIR/case-<i>.safetensors), then
+{"done": true}, or {"error": text} when the learner's code failed. It never grades: the parent process
+(judgekit.grading), which never imports learner code, compares the outputs with the references.
 """
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import resource
 import sys
 import time
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import torch
+from safetensors.torch import save_file
 
-from . import references
+from . import references, wire
 from .spec import Case, Context, ModelUnavailable
-
-Progress = Callable[[str], None]  # called with a case's name before the case runs
 
 
 class LearnerError(Exception):
     """The learner's code failed; `text` is the trimmed, learner-facing explanation."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, out_of_memory: bool = False) -> None:
         super().__init__(text)
         self.text = text
+        self.out_of_memory = out_of_memory
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    text = str(exc)
+    return isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text.lower()
 
 
 def trimmed_traceback(exc: BaseException, learner_file: Path) -> str:
@@ -56,7 +64,7 @@ def import_file(path: Path, module_name: str) -> ModuleType:
     try:
         exec(code, module.__dict__)
     except (Exception, SystemExit) as e:
-        raise LearnerError(f"importing {path.name} failed:\n{trimmed_traceback(e, path)}") from None
+        raise LearnerError(f"importing {path.name} failed:\n{trimmed_traceback(e, path)}", is_out_of_memory(e)) from None
     return module
 
 
@@ -79,103 +87,111 @@ def run_case(cases: ModuleType, fns: SimpleNamespace, case: Case, ctx: Context, 
         return cases.call(fns, case, ctx)
     except (Exception, SystemExit) as e:
         raise LearnerError(
-            f"case '{case.name}' ({case.note}) raised an exception:\n{trimmed_traceback(e, path)}"
+            f"case '{case.name}' ({case.note}) raised an exception:\n{trimmed_traceback(e, path)}", is_out_of_memory(e)
         ) from None
 
 
-def grade(exercise_dir: Path, path: Path, ctx: Context, refs: Path, progress: Progress) -> dict[str, Any]:
-    """Grade one file -> {status, cases: [{name, ok, message, mistake}], detail, reference}."""
+def cap_memory(extra_mb: int) -> int | None:
+    """Limit this process's address space to its current size + extra_mb MiB -> the cap in MiB (None: no cap).
+
+    Not on CUDA, whose driver reserves far more virtual address space than it uses.
+    """
+    if extra_mb <= 0:
+        return None
+    with open("/proc/self/statm") as statm:
+        current = int(statm.read().split()[0]) * resource.getpagesize()
+    limit = current + extra_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    return limit // 2**20
+
+
+def grade(job: dict[str, Any], ctx: Context, emit, outdir: Path) -> None:
+    """Run the learner's file on every case, emitting raw outputs; LearnerError ends the job."""
+    exercise_dir, path = Path(job["exercise"]), Path(job["file"]).resolve()
     cases = load_cases_module(exercise_dir)
-    model_path = ctx.model_path if cases.NEEDS_MODEL else None
-    meta = references.load_meta(refs, exercise_dir.name)
-    if meta is None:
-        return {"status": "no-reference", "detail": f"no reference recorded in {refs}; run `{references.RECORD_COMMAND}`."}
-    stale = references.staleness(meta, exercise_dir, model_path)
-    if stale:
-        return {"status": "stale", "detail": stale, "reference": references.describe(meta)}
-    data = references.load_data(refs, exercise_dir.name)
-    result: dict[str, Any] = {"reference": references.describe(meta), "cases": []}
     if cases.NEEDS_MODEL:
-        try:
-            ctx.model()
-        except ModelUnavailable as e:
-            return {**result, "status": "no-model", "detail": str(e)}
-    try:
-        fns = functions_of(import_file(path, f"learner_{exercise_dir.name.replace('-', '_')}"), cases.FUNCTIONS, path)
-        for case in cases.cases(ctx):
-            progress(case.name)
-            got = run_case(cases, fns, case, ctx, path)
-            message = cases.check(got, data["expected"][case.name], case)
-            mistake = None
-            if message is not None:
-                mistake = next((
-                    cases.MISTAKES[int(i)].message for i, outputs in data["mistakes"].items()
-                    if case.name in outputs and cases.check(got, outputs[case.name], case) is None
-                ), None)
-            result["cases"].append({"name": case.name, "note": case.note, "ok": message is None,
-                                    "message": message, "mistake": mistake})
-    except LearnerError as e:
-        result.update(status="error", detail=e.text)
-        return result
-    result["status"] = "pass" if all(c["ok"] for c in result["cases"]) else "fail"
-    return result
+        ctx.model()
+    if ctx.device == "cpu":
+        cap_memory(int(job.get("memory_mb", 0)))
+    emit({"ready": True})
+    fns = functions_of(import_file(path, f"learner_{exercise_dir.name.replace('-', '_')}"), cases.FUNCTIONS, path)
+    for i, case in enumerate(cases.cases(ctx)):
+        emit({"progress": case.name})
+        got = run_case(cases, fns, case, ctx, path)
+        tensors: dict[str, torch.Tensor] = {}
+        tree = wire.encode(got, tensors)
+        if tensors:
+            save_file(tensors, str(outdir / f"case-{i}.safetensors"))
+        emit({"case": case.name, "output": tree})
 
 
-def record(exercise_dir: Path, ctx: Context, refs: Path, progress: Progress) -> dict[str, Any]:
-    """Run the solution (and every modelled mistake) on every case; save outputs and metadata."""
+def record(job: dict[str, Any], ctx: Context, emit) -> dict[str, Any]:
+    """Run the solution (and every modelled mistake) on every case; save outputs and measured metadata."""
+    exercise_dir = Path(job["exercise"])
     cases = load_cases_module(exercise_dir)
     solution = functions_of(import_file(exercise_dir / "solution.py", "solution"), cases.FUNCTIONS, exercise_dir / "solution.py")
-    expected, mistakes = {}, {}
+    if cases.NEEDS_MODEL:
+        ctx.model()
+    emit({"ready": True})
+    expected, outputs = {}, {}
+    start = time.perf_counter()
     for case in cases.cases(ctx):
-        progress(case.name)
-        got = cases.call(solution, case, ctx)
+        emit({"progress": case.name})
+        outputs[case.name] = cases.call(solution, case, ctx)
+    seconds = time.perf_counter() - start
+    for case in cases.cases(ctx):
+        got = outputs[case.name]
         expected[case.name] = cases.expected(case, ctx) if hasattr(cases, "expected") else got
         problem = cases.check(got, expected[case.name], case)
         if problem:
             raise RuntimeError(f"{exercise_dir.name}: the solution fails its own case '{case.name}': {problem}")
     mistake_ctx = Context(ctx.device, ctx.model_path, trials_scale=4, _model=ctx._model)
+    mistakes = {}
     for i, mistake in enumerate(cases.MISTAKES):
         fns = SimpleNamespace(**{**vars(solution), **mistake.functions})
-        outputs = {}
+        found = {}
         for case in cases.cases(mistake_ctx):
             try:
                 out = cases.call(fns, case, mistake_ctx)
             except Exception:
                 continue
-            if hasattr(cases, "expected"):
+            if hasattr(cases, "expected") and isinstance(out, torch.Tensor):
                 out = out + 0.5  # smoothed counts: a model of the mistake's distribution
             if cases.check(out, expected[case.name], case) is not None:
-                outputs[case.name] = out
-        mistakes[str(i)] = outputs
-    meta = references.make_meta(exercise_dir, ctx.device, ctx.model_path if cases.NEEDS_MODEL else None)
-    references.save(refs, exercise_dir.name, meta, {"expected": expected, "mistakes": mistakes})
-    return {"status": "recorded", "reference": references.describe(meta)}
+                found[case.name] = out
+        mistakes[str(i)] = found
+    model = ctx._model if cases.NEEDS_MODEL else None
+    meta = references.make_meta(exercise_dir, ctx.device, ctx.model_path if cases.NEEDS_MODEL else None,
+                                dtype=references.measured_dtype(model, expected), seconds=seconds)
+    references.save(Path(job["references"]), exercise_dir.name, meta, {"expected": expected, "mistakes": mistakes})
+    return {"reference": references.describe(meta)}
 
 
-def main(jobs_file: str, results_file: str) -> None:
-    spec = json.loads(Path(jobs_file).read_text())
-    torch.set_num_threads(int(spec.get("threads", 1)))
-    ctx = Context(spec["device"], Path(spec["model_path"]))
-    refs = Path(spec["references"])
-    with open(results_file, "a") as out:
-        def emit(obj: dict[str, Any]) -> None:
-            out.write(json.dumps(obj) + "\n")
-            out.flush()
+def main(job_file: str, outdir: str) -> None:
+    job = json.loads(Path(job_file).read_text())
+    torch.set_num_threads(int(job.get("threads", 1)))
+    ctx = Context(job["device"], Path(job["model_path"]))
+    out = open(Path(outdir) / "results.jsonl", "a")
 
-        emit({"ready": True})
-        for job in spec["jobs"]:
-            start = time.perf_counter()
-            progress = lambda case, job=job: emit({"progress": job["id"], "case": case})  # noqa: E731
-            try:
-                if spec["mode"] == "record":
-                    result = record(Path(job["exercise"]), ctx, refs, progress)
-                else:
-                    result = grade(Path(job["exercise"]), Path(job["file"]).resolve(), ctx, refs, progress)
-            except ModelUnavailable as e:
-                result = {"status": "no-model", "detail": str(e)}
-            except Exception:
-                result = {"status": "internal", "detail": traceback.format_exc()}
-            emit({"id": job["id"], "seconds": round(time.perf_counter() - start, 3), **result})
+    def emit(obj: dict[str, Any]) -> None:
+        out.write(json.dumps(obj) + "\n")
+        out.flush()
+
+    try:
+        if job["mode"] == "record":
+            emit({"done": True, **record(job, ctx, emit)})
+        else:
+            grade(job, ctx, emit, Path(outdir))
+            emit({"done": True})
+    except LearnerError as e:
+        emit({"error": e.text, "out_of_memory": e.out_of_memory})
+    except ModelUnavailable as e:
+        emit({"no_model": str(e)})
+    except Exception:
+        emit({"internal": traceback.format_exc()})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # do not wait for threads the learner's code left running
 
 
 if __name__ == "__main__":

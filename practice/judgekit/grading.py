@@ -1,0 +1,162 @@
+"""Parent side of grading: verifies the reference, starts a fresh worker, compares its raw outputs, decides.
+
+This process never imports learner code: the worker (judgekit.worker) runs it and returns raw outputs
+(JSON + safetensors), and the comparison, the diagnosis and the verdict are made here, out of its reach.
+"""
+from __future__ import annotations
+
+import importlib.util
+import signal
+import threading
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from . import references
+from .catalog import Exercise
+from .runner import Job, RunResult, start
+from .settings import Settings
+
+_lock = threading.Lock()
+_cases_modules: dict[Path, ModuleType] = {}
+
+
+def cases_module(exercise: Exercise) -> ModuleType:
+    """The exercise's cases.py (maintainer code), imported once per judge process."""
+    with _lock:
+        if exercise.folder not in _cases_modules:
+            spec = importlib.util.spec_from_file_location(f"judged_{exercise.name.replace('-', '_')}",
+                                                          exercise.folder / "cases.py")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            _cases_modules[exercise.folder] = module
+        return _cases_modules[exercise.folder]
+
+
+def graded_on(settings: Settings) -> str:
+    return f"graded on {references.device_name(settings.device)} ({settings.device})"
+
+
+def reference_problem(ex: Exercise, settings: Settings, meta: dict[str, Any] | None) -> tuple[str, str] | None:
+    """(status, detail) when the reference is missing, altered or stale; None when it can be used."""
+    if meta is None:
+        return "no-reference", f"no reference recorded in {settings.references}; run `{references.RECORD_COMMAND}`."
+    broken = references.integrity(meta, settings.references, ex.name)
+    if broken:
+        return "bad-reference", broken
+    stale = references.staleness(meta, ex.folder, settings.model_path() if ex.needs_model else None)
+    return ("stale", stale) if stale else None
+
+
+def grade_file(ex: Exercise, path: Path, settings: Settings) -> dict[str, Any]:
+    """Grade one file -> {status, cases, mistake, detail, reference, graded_on, printed, seconds}."""
+    meta = references.load_meta(settings.references, ex.name)
+    if meta is None:
+        return {"status": "no-reference", "detail": reference_problem(ex, settings, meta)[1]}
+    worker = start(Job(ex, path), settings, "grade", settings.device,
+                   settings.time_limit(meta.get("solution_seconds")))
+    base = {"reference": references.describe(meta), "graded_on": graded_on(settings)}
+    problem = reference_problem(ex, settings, meta)
+    if problem:
+        worker.stop()
+        return {**base, "status": problem[0], "detail": problem[1]}
+    cases = cases_module(ex)
+    data = references.load_data(settings.references, ex.name)
+    run = worker.wait()
+    try:
+        return {**base, **judge_run(cases, data, run, settings), "seconds": round(run.seconds, 2)}
+    finally:
+        run.tmp.cleanup()
+
+
+def judge_run(cases: ModuleType, data: dict[str, Any], run: RunResult, settings: Settings) -> dict[str, Any]:
+    """Compare the worker's raw outputs with the reference, case by case, and decide the status."""
+    from safetensors.torch import load_file
+
+    from .spec import Context
+    from .wire import decode
+
+    printed = run.printed
+    if run.printed_bytes > len(printed.encode()):
+        printed = f"[... {run.printed_bytes:,} bytes printed; the last {len(printed.encode()):,} kept ...]\n" + printed
+    result: dict[str, Any] = {"cases": [], "printed": printed}
+    ctx = Context(settings.device, settings.model_path())
+    all_cases = cases.cases(ctx)
+    names = [c.name for c in all_cases]
+    outputs: dict[str, Any] = {}
+    for event in run.events:
+        if "case" not in event:
+            continue
+        name = event["case"]
+        if name not in names or name in outputs:
+            return {**result, "status": "error", "detail": "the worker's results were tampered with (an unknown or "
+                    "repeated case); the judge only trusts one output per case, written by the worker."}
+        i = names.index(name)
+        file = run.outdir / f"case-{i}.safetensors"
+        try:
+            outputs[name] = decode(event["output"], load_file(str(file)) if file.exists() else {})
+        except Exception as e:  # a missing tensor key or an unreadable file: not the worker's own writing
+            return {**result, "status": "error", "detail": f"the output of case '{name}' could not be read ({e})."}
+    functions = getattr(cases, "FUNCTIONS", ("",))
+    for case in all_cases:
+        if case.name not in outputs:
+            continue
+        message = cases.check(outputs[case.name], data["expected"][case.name], case)
+        result["cases"].append({"name": case.name, "note": case.note, "ok": message is None, "message": message,
+                                "function": case.args.get("fn", functions[0]) if isinstance(case.args, dict) else ""})
+    end = next((e for e in run.events if any(k in e for k in ("done", "error", "internal", "no_model"))), None)
+    complete = len(result["cases"]) == len(all_cases)
+    if end is not None and "error" in end:
+        status = "memory" if end.get("out_of_memory") else "error"
+        detail = str(end["error"])
+        if status == "memory":
+            detail += (f"\n\nYour code ran out of memory: the judge lets it use {run.memory_mb} MiB on top of torch "
+                       f"and the model (SPEC_JUDGE_MEMORY_MB). Look for a tensor that grows with a loop.")
+        return {**result, "status": status, "detail": detail}
+    if end is not None and "internal" in end:
+        return {**result, "status": "internal", "detail": str(end["internal"])}
+    if end is not None and "no_model" in end:
+        return {**result, "status": "no-model", "detail": str(end["no_model"])}
+    if run.ended == "timeout":
+        case = f" in case '{run.running_case()}'" if run.running_case() else ""
+        return {**result, "status": "timeout", "detail": (
+            f"your code did not finish within {run.timeout_s:g} s{case} and was stopped: look for a loop that "
+            f"never ends (e.g. a while loop whose condition never changes).")}
+    if end is None or not complete:
+        return {**result, "status": "crash", "detail": crash_detail(run)}
+    failing = [c for c in result["cases"] if not c["ok"]]
+    result["status"] = "fail" if failing else "pass"
+    if failing:
+        by_name = {c.name: c for c in all_cases}
+        result["mistake"] = diagnose(cases, data, outputs, {c["name"]: by_name[c["name"]] for c in failing})
+    return result
+
+
+def crash_detail(run: RunResult) -> str:
+    case = f" in case '{run.running_case()}'" if run.running_case() else ""
+    code = run.returncode
+    if code is not None and code < 0:
+        name = signal.Signals(-code).name
+        why = {"SIGKILL": "killed from outside, most likely by the system for using too much memory",
+               "SIGSEGV": "a segmentation fault (inside torch this can be an allocation refused by the memory cap)"}
+        return f"the grading process died{case}: {name}, {why.get(name, 'a fatal signal')}."
+    return (f"the grading process stopped{case} before your code returned all its results (exit code {code}); "
+            f"does your code call exit() or os._exit()?")
+
+
+def diagnose(cases: ModuleType, data: dict[str, Any], outputs: dict[str, Any], failing: dict[str, Any]) -> str | None:
+    """The one modelled mistake that explains EVERY failing case (and fails no passing one), else None.
+
+    Statistical exercises (with `expected`) only require the failing cases to match: a mistake's effect can
+    be too small to show at the learner's sample size in some cases.
+    """
+    statistical = hasattr(cases, "expected")
+    fits = []
+    for i, recorded in data["mistakes"].items():
+        if not statistical and set(recorded) != set(failing):
+            continue
+        if all(name in recorded and cases.check(outputs[name], recorded[name], case) is None
+               for name, case in failing.items()):
+            fits.append(cases.MISTAKES[int(i)].message)
+    return fits[0] if len(fits) == 1 else None
+
