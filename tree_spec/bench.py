@@ -50,7 +50,7 @@ from .head_io import load_head
 from .ngram import NGramDrafter
 from .output import SpecOutput
 from .prompts import held_out_prompts
-from .speedup import tree_node_count
+from .speedup import tau_from_alpha_at_depth
 from .tree import tree_speculative_generate
 
 # run(prompt, max_new_tokens, temperature, seed) -> (new tokens, SpecOutput or None)
@@ -306,13 +306,7 @@ def per_depth_acceptance(spec: SpecOutput | None, chain: bool, passes: int) -> l
 
 def predicted_tau(per_depth: list[float], chain: bool) -> float:
     """Tokens per verify pass from per-depth acceptance: chains 1 + α1 + α1·α2 + ...; trees 1 + Σ_d acceptance."""
-    if not chain:
-        return 1.0 + sum(per_depth)
-    tau, reach = 1.0, 1.0
-    for alpha in per_depth:
-        reach *= alpha
-        tau += reach
-    return tau
+    return tau_from_alpha_at_depth(per_depth) if chain else 1.0 + sum(per_depth)
 
 
 def reconcile(method: Method, curve: CostCurve) -> dict | None:

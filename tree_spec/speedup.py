@@ -1,9 +1,14 @@
 """The speedup math: expected tokens per verify, wall time, break-even, trees, a roofline batch
 table, tail latency and a dependency-free chi-square test.
 
-Notation (DESIGN.md): alpha = acceptance rate of a draft token; k = draft tokens per step; c = the
-cost of one draft token relative to one target forward; verify_overhead = the extra cost of a
-verify pass relative to a plain decode step.
+Notation (DESIGN.md): k = draft tokens per step; c = the cost of one draft token relative to one target
+forward; verify_overhead = the extra cost of a verify pass relative to a plain decode step. Two acceptance
+rates, never one symbol for both:
+- alpha (α) = the per-position acceptance rate: P(draft token at depth d accepted | every earlier one was).
+  Every `alpha` argument below is this rate; it is the α of E = (1 − α^(k+1)) / (1 − α).
+- the acceptance ratio = accepted / proposed draft tokens (vLLM's counter, `SpecOutput.acceptance_ratio`).
+  For a chain, tokens per verify τ = 1 + k · ratio exactly (`tau_from_acceptance_ratio`); putting the ratio
+  into E(α, k) underestimates τ. `production_speedup` and `break_even_alpha` take / return the ratio.
 """
 from __future__ import annotations
 
@@ -26,10 +31,35 @@ def expected_tokens_per_verify(alpha: float, k: int) -> float:
     """E = 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha); k + 1 at alpha = 1.
 
     Tokens committed per target pass, counting the bonus/correction token (tau in DESIGN.md), when
-    each draft token is accepted independently with probability alpha. 3.36 at alpha 0.8, k 4.
+    each draft token is accepted with the same per-position rate alpha (given the earlier ones were).
+    3.36 at alpha 0.8, k 4. alpha must be the per-position rate, not the acceptance ratio.
     """
     _check_alpha_k(alpha, k)
     return float(k + 1) if alpha == 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+def tau_from_alpha_at_depth(alpha_at_depth: Sequence[float]) -> float:
+    """Tokens per verify of a chain from per-depth rates: 1 + α1 + α1·α2 + ... (`SpecOutput.alpha_at_depth`).
+
+    With one α at every depth this is expected_tokens_per_verify(α, k).
+    """
+    tau, reach = 1.0, 1.0
+    for alpha in alpha_at_depth:
+        if not 0 <= alpha <= 1:
+            raise ValueError(f"every alpha must be in [0, 1], got {list(alpha_at_depth)}")
+        reach *= alpha
+        tau += reach
+    return tau
+
+
+def tau_from_acceptance_ratio(acceptance_ratio: float, k: int) -> float:
+    """Tokens per verify of a chain of k drafts from the acceptance ratio (accepted / proposed): 1 + k · ratio.
+
+    Exact when every pass drafts k tokens (k · ratio is the mean accepted per pass). Not E(ratio, k).
+    """
+    if not 0 <= acceptance_ratio <= 1:
+        raise ValueError(f"acceptance_ratio must be in [0, 1], got {acceptance_ratio}")
+    return 1 + k * acceptance_ratio
 
 
 def wall_time_per_token(alpha: float, k: int, c: float) -> float:
@@ -42,20 +72,26 @@ def expected_speedup(alpha: float, k: int, c: float) -> float:
     return 1 / wall_time_per_token(alpha, k, c)
 
 
-def production_speedup(alpha: float, k: int, verify_overhead: float) -> float:
-    """S(alpha, k) = (1 + k * alpha) / (1 + verify_overhead): the course card's production form.
+def production_speedup(acceptance_ratio: float, k: int, verify_overhead: float) -> float:
+    """S = (1 + k * ratio) / (1 + verify_overhead): the course card's production form (the card writes α).
 
-    1 + k * alpha approximates the tokens per step (bonus + accepted drafts, linear in alpha);
+    1 + k * ratio is exactly the tokens per step when ratio is the acceptance ratio (accepted / proposed,
+    what an engine exports). Fed the per-position α instead, it is only an upper bound on E(α, k).
     verify_overhead is the verify pass's extra cost (drafting included) over one decode step.
     """
-    _check_alpha_k(alpha, k)
-    return (1 + k * alpha) / (1 + verify_overhead)
+    if not 0 <= acceptance_ratio <= 1:
+        raise ValueError(f"acceptance_ratio must be in [0, 1], got {acceptance_ratio}")
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    return (1 + k * acceptance_ratio) / (1 + verify_overhead)
 
 
 def break_even_alpha(verify_overhead: float, k: int) -> float:
-    """alpha at which production_speedup = 1: 1 + k * alpha = 1 + verify_overhead -> verify_overhead / k.
+    """The card's "break-even α" of production_speedup, which is an acceptance ratio: 1 + k * ratio =
+    1 + verify_overhead -> verify_overhead / k. (The per-position α at break-even solves
+    E(α, k) = 1 + verify_overhead instead: see tree_spec.widgets.chain_break_even_alpha.)
 
-    verify_overhead grows with concurrency (compute saturates), so the break-even alpha rises too.
+    verify_overhead grows with concurrency (compute saturates), so the break-even ratio rises too.
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -89,6 +125,9 @@ def tree_expected_tokens(branching: Sequence[int], hit_rate: float) -> float:
     target's token with probability hit_rate, so the level is passed with probability
     1 - (1 - hit_rate)^w_l; the walk stops at the first failed level; +1 for the target's own token.
     A chain (all w = 1) gives expected_tokens_per_verify(hit_rate, len(branching)).
+    Caveat: the w candidates are alternatives of one draft distribution (at most one can match), so
+    independence overstates what width buys; a measured rank profile (the chance that the target's token
+    is the draft's rank-r candidate) gives the honest level pass rate, the sum of its top-w entries.
     """
     if not 0 <= hit_rate <= 1:
         raise ValueError(f"hit_rate must be in [0, 1], got {hit_rate}")
@@ -139,7 +178,7 @@ class SpeedupRow(NamedTuple):
 
 def speedup_table(
     batches: Sequence[int] = (1, 4, 16, 64, 128, 256),
-    alpha: float = 0.8,
+    alpha: float = 0.8,  # the per-position rate
     k: int = 4,
     draft_cost: float = 0.05,
     context: int = 1024,
@@ -175,7 +214,7 @@ def simulate_tail(alpha: float, k: int, c: float, n_tokens: int = 1000, seed: in
     """Inter-token latency (ITL) with and without speculation, in units of one target forward.
 
     Plain decoding: every token takes 1. Speculation: a step costs k * c + 1 and emits
-    n_accepted + 1 tokens (each draft accepted independently with probability alpha, until the first
+    n_accepted + 1 tokens (each draft accepted with the per-position rate alpha, until the first
     rejection) in one burst: the step's first token gets ITL = step time, the rest ITL = 0 (they
     arrive together). The mean ITL drops to ~wall_time_per_token, but the P99 is the full step time,
     above plain decoding's 1: watch the tail, not only the mean.
