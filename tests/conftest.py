@@ -16,6 +16,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))  # also when torch was imported before this file
+if os.environ.get("MINI_LLM_TEST_DEVICE"):  # scripts/gpu_check.sh runs the fast suite with CUDA as the default
+    torch.set_default_device(os.environ["MINI_LLM_TEST_DEVICE"])
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET_DIR = REPO / "models" / "tiny-qwen3"

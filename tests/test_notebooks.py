@@ -13,7 +13,9 @@ execute = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(execute)
 
 NOTEBOOKS = execute.notebook_paths()
-CELL_TIMEOUT = 300  # seconds per cell: the slowest cell (head training in 03) takes well under a minute idle
+# seconds per cell: 5x the 60 s a cell may take on an idle machine; the kernel runs torch with one thread
+# (execute.py), so another busy process does not make torch's threads spin against it
+CELL_TIMEOUT = execute.CELL_TIMEOUT
 EXERCISES = {p.name[:2] for p in (REPO / "practice" / "exercises").iterdir() if p.is_dir()}
 
 
@@ -54,3 +56,35 @@ def test_notebook_executes_top_to_bottom(path):
     seconds = time.perf_counter() - start
     assert all(c.execution_count for c in nb.cells if c.cell_type == "code" and c.source.strip())
     print(f"{path.name}: {seconds:.1f} s")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_stored_kernel_metadata_matches_the_installed_kernel(path):
+    """Opening a notebook must not mark it modified: JupyterLab rewrites kernelspec and language_info
+    when they differ from what the kernel (ipykernel, from requirements.txt) reports."""
+    import platform
+
+    from ipykernel.ipkernel import IPythonKernel
+
+    meta = nbformat.read(path, as_version=4).metadata
+    assert meta.kernelspec == {"display_name": "Python 3", "language": "python", "name": "python3"}
+    expected = dict(IPythonKernel.language_info, version=platform.python_version())
+    assert {k: v for k, v in meta.language_info.items() if k != "version"} == \
+        {k: v for k, v in expected.items() if k != "version"}
+    assert meta.language_info.version.split(".")[0] == "3"
+
+
+def test_model_and_device_overrides_replace_only_the_selector_lines():
+    nb = nbformat.read(NOTEBOOKS[0], as_version=4)
+    before = [c.source for c in nb.cells]
+    execute.override_selectors(nb, model="/tmp/other-qwen3", device="cuda")
+    changed = [(a, b.source) for a, b in zip(before, nb.cells) if a != b.source]
+    assert len(changed) == 1
+    old, new = changed[0]
+    assert "MODEL = '/tmp/other-qwen3'" in new and "DEVICE = 'cuda'" in new
+    assert [line for line in old.splitlines() if not line.startswith(("MODEL =", "DEVICE ="))] == \
+        [line for line in new.splitlines() if not line.startswith(("MODEL =", "DEVICE ="))]
+    with pytest.raises(ValueError, match="overwrite"):
+        execute.execute_notebook(NOTEBOOKS[0], write=True, model="/tmp/other-qwen3")
+    with pytest.raises(ValueError, match="MODEL"):
+        execute.override_selectors(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), model="m")

@@ -142,3 +142,55 @@ def test_jupyterlab_has_the_widget_extension():
 
     found = [Path(d) / "@jupyter-widgets" / "jupyterlab-manager" / "package.json" for d in jupyter_path("labextensions")]
     assert any(p.exists() for p in found), f"pip install -r requirements.txt (jupyterlab_widgets); looked in {found}"
+
+
+# ---------------------------------------------------------------- Panel: snapshot for static viewers, errors shown
+
+def test_panel_shows_a_static_snapshot_next_to_the_live_widget():
+    import ipywidgets
+
+    from tree_spec.widgets import speedup_panel
+
+    panel = speedup_panel(alpha=0.8, k=4, c=0.05)
+    bundle = panel._repr_mimebundle_()
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.model_id  # the live widget
+    assert "children=" not in bundle["text/plain"] and "alpha = 0.8, k = 4, c = 0.05" in bundle["text/plain"]
+    snapshot = bundle["text/html"]
+    assert "alpha = 0.8, k = 4" in snapshot and panel.html.value in snapshot
+    assert snapshot.count('<img src="data:image/png;base64,') == 1
+    panel.controls["k"].value = 7
+    moved = panel._repr_mimebundle_()["text/html"]
+    assert "k = 7" in moved and panel.html.value in moved and moved != snapshot
+    plain = ipywidgets.IntSlider(3)._repr_mimebundle_()  # other widgets are left alone
+    assert "text/html" not in plain
+
+
+def test_panel_shows_a_failing_callback_instead_of_freezing():
+    import ipywidgets
+
+    from tree_spec.widgets import Panel
+
+    def compute(x: int) -> dict:
+        if x == 3:
+            raise ValueError("three is not allowed")
+        return {"x": x}
+
+    panel = Panel({"x": ipywidgets.IntSlider(1, 0, 5)}, compute, lambda r: f"x is {r['x']}", None)
+    assert panel.html.value == "x is 1" and panel.error is None
+    panel.controls["x"].value = 3  # the callback raises: shown in the panel, not lost in the kernel log
+    assert isinstance(panel.error, ValueError) and "three is not allowed" in panel.html.value
+    assert "x = 3" in panel.html.value and panel.result == {"x": 1}
+    assert "three is not allowed" in panel._repr_mimebundle_()["text/html"]
+    panel.controls["x"].value = 2
+    assert panel.error is None and panel.html.value == "x is 2"
+    with pytest.raises(ValueError, match="three"):  # a panel whose defaults fail is a bug: the cell fails
+        Panel({"x": ipywidgets.IntSlider(3, 0, 5)}, compute, lambda r: "", None)
+
+
+def test_tree_step_summary_reads_naturally_when_nothing_is_accepted():
+    from tree_spec.widgets import tree_step_summary
+
+    none = tree_step_summary(14, [], "x")
+    assert none == "14 drafted nodes, none accepted: the target's own token is <code>x</code>"
+    some = tree_step_summary(6, ["de", "f"], " f")
+    assert some == "6 drafted nodes, 2 accepted: <code>def</code>, then the target's token <code> f</code>"

@@ -12,7 +12,9 @@ level, the whole frontier in it).
 """
 from __future__ import annotations
 
+import base64
 import html
+import io
 from collections.abc import Callable, Sequence
 
 import ipywidgets as widgets
@@ -48,7 +50,13 @@ class Panel(widgets.VBox):
     """Sliders, a text view and a plot; `compute(**slider values)` reruns on every change.
 
     controls: name -> slider (the keyword `compute` receives); result: the last `compute` output;
-    html: the rendered text; plot: where `draw(result)` shows its figure.
+    html: the rendered text; plot: where `draw(result)` shows its figure; error: the exception of the
+    last update, None when it worked (it is shown in the panel: a slider callback's exception would
+    otherwise only reach the kernel's log, and the panel would look frozen).
+
+    Displayed, a panel is the live widget plus a static snapshot (`snapshot_html`: the control values,
+    the text and the plot as an inline PNG) for viewers that cannot run widgets: an untrusted or not
+    yet executed notebook in JupyterLab, GitHub, nbviewer.
     """
 
     def __init__(
@@ -61,21 +69,67 @@ class Panel(widgets.VBox):
         self.controls, self._compute, self._render, self._draw = controls, compute, render, draw
         self.html, self.plot = widgets.HTML(), widgets.Output()
         self.result: dict = {}
+        self.error: Exception | None = None
         super().__init__([widgets.VBox(list(controls.values())), self.html, self.plot])
         for control in controls.values():
             control.observe(self.update, names="value")
         self.update()
+        if self.error is not None:  # a panel that cannot show its defaults is a bug: fail the cell
+            raise self.error
+
+    def values(self) -> dict:
+        """The controls' current values, by name (the keywords `compute` receives)."""
+        return {name: c.value for name, c in self.controls.items()}
 
     def update(self, change: dict | None = None) -> None:
-        """Recompute from the current slider values, re-render the text and redraw the plot."""
-        self.result = self._compute(**{name: c.value for name, c in self.controls.items()})
-        self.html.value = self._render(self.result)
-        if self._draw is not None:
+        """Recompute from the current slider values, re-render the text and redraw the plot.
+
+        If compute, render or draw raises, the panel shows the error (and keeps the last plot) instead.
+        """
+        try:
+            result = self._compute(**self.values())
+            text = self._render(result)
+            fig = self._draw(result) if self._draw is not None else None
+        except Exception as error:  # noqa: BLE001 - shown to the learner, kept in self.error
+            self.error = error
+            self.html.value = (
+                f'<b style="color:{SLOWER}">this setting failed: {html.escape(type(error).__name__)}: '
+                f"{html.escape(str(error))}</b><br>(values: {html.escape(_describe(self.values()))})"
+            )
+            return
+        self.error, self.result, self.html.value = None, result, text
+        if fig is not None:
             with self.plot:
                 clear_output(wait=True)
-                fig = self._draw(self.result)
                 display(fig)
                 plt.close(fig)
+
+    def snapshot_html(self, dpi: int = 72) -> str:
+        """The panel as static HTML: the control values, the rendered text and the plot (inline PNG)."""
+        image = ""
+        if self._draw is not None and self.error is None:
+            fig = self._draw(self.result)
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+            plt.close(fig)
+            image = f'<img src="data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}" alt="plot">'
+        return (
+            f'<div class="tree-spec-panel-snapshot"><p><i>Static snapshot (run the notebook for live sliders):</i> '
+            f"{html.escape(_describe(self.values()))}</p><div>{self.html.value}</div>{image}</div>"
+        )
+
+    def _repr_mimebundle_(self, **kwargs) -> dict:
+        """The widget view, plus text/html and text/plain snapshots for viewers without live widgets."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = f"{type(self).__name__}: {_describe(self.values())} (run the notebook for live sliders)"
+        bundle["text/html"] = self.snapshot_html()
+        return bundle
+
+
+def _describe(values: dict) -> str:
+    """{"alpha": 0.8, "k": 4} -> "alpha = 0.8, k = 4" (floats with at most 4 significant digits)."""
+    return ", ".join(f"{name} = {value:.4g}" if isinstance(value, float) else f"{name} = {value}"
+                     for name, value in values.items())
 
 
 def _slider(description: str, value: float, lo: float, hi: float, step: float) -> widgets.ValueWidget:
@@ -324,6 +378,19 @@ def inspect_tree_step(
                 target_argmax=logits.argmax(-1).tolist())
 
 
+def tree_step_summary(drafted: int, accepted: Sequence[str], next_token: str) -> str:
+    """One line (HTML) on a verified tree: how many nodes were drafted, which were accepted, the target's token.
+
+    tree_step_summary(14, [], "x") reads "14 drafted nodes, none accepted: the target's own token is x".
+    """
+    nodes = f"{drafted} drafted node{'s' if drafted != 1 else ''}"
+    token = f"<code>{html.escape(next_token)}</code>"
+    if not accepted:
+        return f"{nodes}, none accepted: the target's own token is {token}"
+    return (f"{nodes}, {len(accepted)} accepted: <code>{html.escape(''.join(accepted))}</code>, "
+            f"then the target's token {token}")
+
+
 def tree_viewer_panel(
     target: Transformer, drafter: Drafter | Transformer, tokenizer, prompts: dict[str, Sequence[int]],
     max_step: int = 32, width: int = 2, depth: int = 3,
@@ -344,11 +411,8 @@ def tree_viewer_panel(
         return r
 
     def render(r: dict) -> str:
-        accepted = "".join(r["labels"][i] for i in r["path"][1:])
-        return (
-            f"<pre>…{html.escape(r['context_tail'][-160:])}</pre>{len(r['tokens']) - 1} drafted nodes, "
-            f"{len(r['path']) - 1} accepted: <code>{html.escape(accepted)}</code>, then the target's token "
-            f"<code>{html.escape(repr(tokenizer.decode([r['next_token']]))[1:-1])}</code>"
+        return f"<pre>…{html.escape(r['context_tail'][-160:])}</pre>" + tree_step_summary(
+            len(r["tokens"]) - 1, [r["labels"][i] for i in r["path"][1:]], repr(tokenizer.decode([r["next_token"]]))[1:-1]
         )
 
     def draw(r: dict) -> Figure:
