@@ -1,4 +1,5 @@
 """mini_llm: a minimal Qwen3 transformer with a static KV cache and one forward path."""
+from .batch import generate_batch
 from .cache import KVCache
 from .config import Config
 from .generate import generate, logits_to_probs, sample_next
@@ -7,6 +8,6 @@ from .model import Transformer
 from .quant import fake_quant_int, quantized_copy
 
 __all__ = [
-    "Config", "KVCache", "Transformer", "generate", "logits_to_probs", "sample_next",
+    "Config", "KVCache", "Transformer", "generate", "generate_batch", "logits_to_probs", "sample_next",
     "fake_quant_int", "quantized_copy", "load_model", "load_tokenizer",
 ]

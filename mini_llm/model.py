@@ -70,7 +70,8 @@ class Attention(nn.Module):
         cache: KVCache | None,
         attn_mask: torch.Tensor | None,
     ) -> torch.Tensor:
-        """x [B, T, C]; attn_mask [T, S] bool (S = cached + T) or None for full attention -> [B, T, C]."""
+        """x [B, T, C]; attn_mask [T, S] or per row [B, T, S] bool (S = cache slots read) or None for full
+        attention -> [B, T, C]."""
         B, T, _ = x.shape
         q = apply_rope(self.q_norm(self.q_proj(x).view(B, T, self.n_heads, self.head_dim)), cos, sin)
         k = apply_rope(self.k_norm(self.k_proj(x).view(B, T, self.n_kv, self.head_dim)), cos, sin)
@@ -82,8 +83,10 @@ class Attention(nn.Module):
         # Keys and values are read once per KV head, never copied G times.
         groups = self.n_heads // self.n_kv
         q = q.view(B, T, self.n_kv, groups, self.head_dim).permute(0, 2, 3, 1, 4).reshape(B, self.n_kv, groups * T, self.head_dim)
-        if attn_mask is not None and groups > 1:
-            attn_mask = attn_mask.repeat(groups, 1)
+        if attn_mask is not None:
+            attn_mask = attn_mask.repeat(*([1] * (attn_mask.ndim - 2)), groups, 1)  # [(B,) G*T, S]
+            if attn_mask.ndim == 3:
+                attn_mask = attn_mask[:, None]  # [B, 1, G*T, S]: one mask per row, shared by its KV heads
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
         out = out.view(B, self.n_kv, groups, T, self.head_dim).permute(0, 3, 1, 2, 4).reshape(B, T, -1)
         return self.o_proj(out)
@@ -156,27 +159,29 @@ class Transformer(nn.Module):
         return_hidden: bool = False,
         hidden_layers: Sequence[int] | None = None,
     ):
-        """Run T new tokens after the cached prefix.
+        """Run T new tokens after the cached prefix (each row after its own cached length).
 
-        ids [B, T]; positions [T] or [B, T] (default: cache.length + arange(T)); mask [T, T] bool among
-        the new tokens (True = may attend; the cached prefix is always visible; default causal).
-        New K/V go to cache slots [length, length + T) and `length` advances by T.
+        ids [B, T]; positions [T] or [B, T] (default: row b's cache length + arange(T)); mask [T, T] or per
+        row [B, T, T] bool among the new tokens (True = may attend; each row's cached prefix is always
+        visible; default causal). Row b's new K/V go to its cache slots [lengths[b], lengths[b] + T) and
+        every row's length advances by T.
         Returns logits [B, T, V]; with return_hidden, (logits, hidden [B, T, C]) where hidden is the
         final-norm input; with hidden_layers too, (logits, hidden, [output of each listed layer]).
         """
         if ids.ndim != 2:
             raise ValueError(f"ids must be [batch, seq], got shape {tuple(ids.shape)}")
         B, T = ids.shape
-        start = 0
+        lengths = [0] * B
         if cache is not None:
             if cache.batch_size != B:
                 raise ValueError(f"ids batch {B} != cache batch_size {cache.batch_size}")
-            start = cache.reserve(T)[0]
+            cache.reserve(T)
+            lengths = cache.lengths
         if positions is None:
-            positions = torch.arange(start, start + T, device=ids.device)
+            positions = torch.tensor(lengths, device=ids.device)[:, None] + torch.arange(T, device=ids.device)
         elif positions.shape[-1] != T or positions.ndim not in (1, 2):
             raise ValueError(f"positions must be [{T}] or [B, {T}], got {tuple(positions.shape)}")
-        attn_mask = self._attention_mask(T, start, mask, ids.device)
+        attn_mask = self._attention_mask(T, lengths, mask, ids.device)
         cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta)
 
         x = self.embed_tokens(ids)
@@ -194,17 +199,26 @@ class Transformer(nn.Module):
         return (logits, x) if return_hidden else logits
 
     @staticmethod
-    def _attention_mask(T: int, start: int, mask: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
-        """[T, start + T] bool: the prefix is visible, the new tokens follow `mask` (default causal)."""
-        if mask is None:
-            if T == 1:
-                return None
-            return torch.ones(T, start + T, dtype=torch.bool, device=device).tril(start)
-        if mask.shape != (T, T) or mask.dtype != torch.bool:
-            raise ValueError(f"mask must be a [{T}, {T}] bool tensor, got {tuple(mask.shape)} {mask.dtype}")
-        if start == 0:
-            return mask.to(device)
-        return torch.cat((torch.ones(T, start, dtype=torch.bool, device=device), mask.to(device)), dim=1)
+    def _attention_mask(
+        T: int, lengths: Sequence[int], mask: torch.Tensor | None, device: torch.device
+    ) -> torch.Tensor | None:
+        """Which cache slots each new token may read: [T, S] when every row has the same length and
+        shares `mask`, else [B, T, S] (S = max(lengths) + T). Row b sees its prefix [0, lengths[b]) and
+        its new tokens per `mask` (default causal), never another row's longer prefix or stale slots."""
+        B = len(lengths)
+        if mask is not None and (mask.dtype != torch.bool or tuple(mask.shape) not in ((T, T), (B, T, T))):
+            raise ValueError(
+                f"mask must be a [{T}, {T}] or [{B}, {T}, {T}] bool tensor, got {tuple(mask.shape)} {mask.dtype}"
+            )
+        start = max(lengths)
+        if min(lengths) == start and (mask is None or mask.ndim == 2):
+            if mask is None:
+                return None if T == 1 else torch.ones(T, start + T, dtype=torch.bool, device=device).tril(start)
+            return torch.cat((torch.ones(T, start, dtype=torch.bool, device=device), mask.to(device)), dim=1)
+        new = torch.ones(T, T, dtype=torch.bool, device=device).tril() if mask is None else mask.to(device)
+        rel = torch.arange(start + T, device=device) - torch.tensor(lengths, device=device)[:, None]  # [B, S]
+        among_new = new.expand(B, T, T).gather(2, rel.clamp(0, T - 1)[:, None, :].expand(B, T, start + T))
+        return (rel < 0)[:, None, :] | (among_new & (rel >= 0)[:, None, :] & (rel < T)[:, None, :])
 
     # ---------------------------------------------------------------- Hugging Face format
     def hf_state_dict(self) -> dict[str, torch.Tensor]:

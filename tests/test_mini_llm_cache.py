@@ -109,7 +109,7 @@ def test_cache_rejects_bad_operations(model):
 
 def test_mask_of_wrong_shape_or_dtype_is_rejected(model):
     ids = torch.zeros(1, 4, dtype=torch.long)
-    with pytest.raises(ValueError, match=r"mask must be a \[4, 4\] bool"):
+    with pytest.raises(ValueError, match=r"mask must be a \[4, 4\] or \[1, 4, 4\] bool"):
         model(ids, mask=torch.ones(3, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match="bool"):
         model(ids, mask=torch.ones(4, 4))
@@ -126,3 +126,66 @@ def test_cache_made_in_inference_mode_stays_usable_outside_it(model):
         model(ids[:, 4:], cache=cache)  # writes outside inference mode
     cache.compact(2, [0, 2, 3])  # as after a tree verify pass
     assert cache.length == 5
+
+
+# ------------------------------------------------------------------ per-row lengths (batched decoding)
+def prefill_rows(model, rows, max_len):
+    """A batch cache holding `rows` (token lists of different lengths): one padded forward, then each
+    row truncated to its own length. Returns (cache, logits after each row's last token [B, V])."""
+    width = max(map(len, rows))
+    ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
+    cache = model.new_cache(batch_size=len(rows), max_len=max_len)
+    logits = model(ids, cache=cache)
+    cache.truncate([len(r) for r in rows])
+    return cache, logits[torch.arange(len(rows)), torch.tensor([len(r) - 1 for r in rows])]
+
+
+@torch.no_grad()
+def test_rows_of_different_lengths_match_each_row_alone(model):
+    gen = torch.Generator().manual_seed(4)
+    rows = [torch.randint(0, model.cfg.vocab_size, (n,), generator=gen).tolist() for n in (3, 9, 6)]
+    cache, last = prefill_rows(model, rows, max_len=24)
+    assert cache.lengths == [3, 9, 6] and not cache.uniform
+    with pytest.raises(ValueError, match="different lengths"):
+        cache.length
+    new = torch.randint(0, model.cfg.vocab_size, (3, 4), generator=gen)
+    got = model(new, cache=cache)  # default positions and causal mask, per row
+    assert cache.lengths == [7, 13, 10]
+    for b, row in enumerate(rows):
+        alone = model(torch.tensor([row + new[b].tolist()]))[0]
+        assert (last[b] - alone[len(row) - 1]).abs().max() < TOL, f"prefill row {b}"
+        assert (got[b] - alone[len(row):]).abs().max() < TOL, f"new tokens of row {b}"
+
+
+@torch.no_grad()
+def test_rows_roll_back_and_compact_independently(model):
+    gen = torch.Generator().manual_seed(5)
+    rows = [torch.randint(0, model.cfg.vocab_size, (n,), generator=gen).tolist() for n in (5, 8)]
+    cache, _ = prefill_rows(model, rows, max_len=32)
+    tree = torch.randint(0, model.cfg.vocab_size, (2, len(PARENTS)), generator=gen)
+    pos = torch.tensor([[5], [8]]) + torch.tensor(DEPTHS)  # [B, n]: each row's own prefix length + depth
+    model(tree, cache=cache, positions=pos, mask=ancestors_mask(PARENTS).expand(2, -1, -1))
+    cache.compact(5, [0, 2, 5], row=0)   # row 0 keeps the path 0 -> 2 -> 5; row 1 is untouched
+    cache.truncate([8, 8 + 2])           # row 1 keeps root + node 1 (the path 0 -> 1); row 0 stays
+    assert cache.lengths == [8, 10]
+    nxt = torch.tensor([[3], [4]])
+    got = model(nxt, cache=cache)[:, -1]
+    kept = (rows[0] + tree[0, [0, 2, 5]].tolist(), rows[1] + tree[1, [0, 1]].tolist())
+    for b, seq in enumerate(kept):
+        fresh = model(torch.tensor([seq + nxt[b].tolist()]))[0, -1]
+        assert (got[b] - fresh).abs().max() < TOL, f"row {b}"
+
+
+@torch.no_grad()
+def test_select_rows_keeps_the_chosen_rows(model):
+    rows = [[1, 2, 3], [4, 5, 6, 7, 8], [9, 10]]
+    cache, _ = prefill_rows(model, rows, max_len=16)
+    cache.select_rows([2, 0])
+    assert cache.batch_size == 2 and cache.lengths == [2, 3]
+    got = model(torch.tensor([[11], [12]]), cache=cache)[:, -1]
+    for b, seq in enumerate(([9, 10, 11], [1, 2, 3, 12])):
+        assert (got[b] - model(torch.tensor([seq]))[0, -1]).abs().max() < TOL
+    with pytest.raises(ValueError, match="select_rows"):
+        cache.select_rows([2])
+    with pytest.raises(ValueError, match="truncate"):
+        cache.truncate([1, 5])  # row 1 holds 4 tokens: it cannot grow by truncation
