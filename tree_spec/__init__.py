@@ -1,4 +1,5 @@
 """tree_spec: speculative decoding on mini_llm — token trees, lossless verification, drafters, speedup math."""
+from .batch import batch_speculative_generate
 from .chain import speculative_generate
 from .costs import CostCurve, DrafterCost, compare_profiles, measure_drafter_cost, measure_target_costs, profile_forward
 from .drafters import Drafter, ModelDrafter, QuantizedSelfDrafter, TargetFeatures, as_drafter
