@@ -125,6 +125,13 @@ def grade(job: dict[str, Any], ctx: Context, emit, outdir: Path) -> None:
         emit({"case": case.name, "output": tree})
 
 
+def smoothed(counts: Any) -> Any:
+    """Counts + 0.5 (tensors, also inside tuples): a model of a mistake's distribution with no empty bin."""
+    if isinstance(counts, torch.Tensor):
+        return counts + 0.5
+    return tuple(smoothed(c) for c in counts) if isinstance(counts, tuple) else counts
+
+
 def record(job: dict[str, Any], ctx: Context, emit) -> dict[str, Any]:
     """Run the solution (and every modelled mistake) on every case; save outputs and measured metadata."""
     exercise_dir = Path(job["exercise"])
@@ -155,8 +162,8 @@ def record(job: dict[str, Any], ctx: Context, emit) -> dict[str, Any]:
                 out = cases.call(fns, case, mistake_ctx)
             except Exception:
                 continue
-            if hasattr(cases, "expected") and isinstance(out, torch.Tensor):
-                out = out + 0.5  # smoothed counts: a model of the mistake's distribution
+            if hasattr(cases, "expected"):
+                out = smoothed(out)
             if cases.check(out, expected[case.name], case) is not None:
                 found[case.name] = out
         mistakes[str(i)] = found

@@ -1,0 +1,22 @@
+import torch
+
+
+def verify_tree(tokens, parents, draft_probs, target_probs, generator):
+    path = [0]
+    while True:
+        node = path[-1]
+        kids = [c for c in range(len(parents)) if parents[c] == node]
+        if not kids:
+            return path, int(torch.multinomial(target_probs[node], 1, generator=generator))
+        p, q = target_probs[node], draft_probs[node]  # a view: q[x] = 0 below writes into the caller's tensor
+        for c in kids:
+            x = tokens[c]
+            if torch.rand((), generator=generator).item() * q[x].item() < p[x].item():
+                path.append(c)
+                break
+            excess = torch.clamp(p - q, min=0)
+            p = excess / excess.sum() if excess.sum() > 0 else p
+            q[x] = 0
+            q /= q.sum()
+        else:
+            return path, int(torch.multinomial(p, 1, generator=generator))
