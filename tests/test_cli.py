@@ -45,3 +45,11 @@ def test_bad_arguments_exit_2_with_one_line(argv: list[str], capsys: pytest.Capt
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("python -m tree_spec: error:")
+
+
+def test_both_rates_are_printed_and_tau_is_one_plus_k_ratio(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--alpha", "0.7", "--k", "3", "--samples", "3000", "--seed", "1"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("measured: per-position"))
+    alpha = float(line.split("per-position alpha ")[1].split()[0])
+    ratio = float(line.split("acceptance ratio ")[1].split()[0])
+    assert alpha == pytest.approx(0.7, abs=0.03) and ratio < alpha  # two different numbers, named apart

@@ -1,5 +1,8 @@
 """`python -m tree_spec`: the rejection-rule check, an alpha sweep and a tree-mask demo.
 
+alpha is the per-position acceptance rate (each draft token accepted with probability alpha given the
+earlier ones were); the sweep prints it beside the acceptance ratio (accepted / proposed, vLLM's counter).
+
 python -m tree_spec --vocab 64 --alpha 0.75 --k 4 --samples 50000 --seed 0
 """
 from __future__ import annotations
@@ -44,7 +47,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--vocab", type=_ranged(int, lambda v: v >= 2, ">= 2"), default=32,
                         help="vocabulary size (>= 2)")
     parser.add_argument("--alpha", type=_ranged(float, lambda a: 0 < a <= 1, "in (0, 1]"), default=0.75,
-                        help="acceptance rate per draft token, in (0, 1]")
+                        help="per-position acceptance rate of a draft token, in (0, 1]")
     parser.add_argument("--k", type=_ranged(int, lambda k: k >= 1, ">= 1"), default=4,
                         help="draft tokens per step (>= 1)")
     parser.add_argument("--samples", type=_ranged(int, lambda n: n >= 1, ">= 1"), default=20000,
@@ -70,6 +73,14 @@ def run_chains(
     return target_probs, first, accepted
 
 
+def measured_rates(accepted: torch.Tensor, k: int) -> tuple[float, float]:
+    """n_accepted per verify [steps] -> (per-position α = accepted depths / reached depths, acceptance ratio =
+    accepted / proposed)."""
+    reached = sum(int((accepted >= d - 1).sum()) for d in range(1, k + 1))
+    total = int(accepted.sum())
+    return (total / reached if reached else 0.0), total / (k * len(accepted))
+
+
 def rejection_check(args: argparse.Namespace, generator: torch.Generator) -> bool:
     target_probs, first, accepted = run_chains(args.vocab, args.alpha, args.k, args.samples, generator)
     counts = torch.bincount(first, minlength=args.vocab)
@@ -81,17 +92,24 @@ def rejection_check(args: argparse.Namespace, generator: torch.Generator) -> boo
           f"{'PASS' if passed else 'FAIL'} (needs p > {P_THRESHOLD})")
     print(f"   tokens per verify (tau, counting the target's token): {(accepted + 1).float().mean():.3f} measured, "
           f"{expected_tokens_per_verify(args.alpha, args.k):.3f} formula")
+    alpha, ratio = measured_rates(accepted, args.k)
+    print(f"   measured: per-position alpha {alpha:.3f} (the formula's alpha), acceptance ratio {ratio:.3f} "
+          f"(accepted / proposed; tau = 1 + k * ratio = {1 + args.k * ratio:.3f})")
     return passed
 
 
 def alpha_sweep(args: argparse.Namespace, generator: torch.Generator) -> None:
     steps = max(args.samples // 4, 1)
     print(f"\n2. Alpha sweep: tokens per verify (tau), k {args.k}, {steps} verify steps each")
-    print("   alpha  measured  +- s.e.  formula (1 - alpha^(k+1)) / (1 - alpha)")
+    print("   E(a, k) = (1 - a^(k+1)) / (1 - a); alpha = per-position rate, ratio = accepted / proposed")
+    print("   alpha  measured  +- s.e.  E(alpha,k) | ratio  1+k*ratio  E(ratio,k) (the wrong rate in E)")
     for alpha in sorted({*SWEEP_ALPHAS, args.alpha}):
-        tau = (run_chains(args.vocab, alpha, args.k, steps, generator)[2] + 1).double()
+        accepted = run_chains(args.vocab, alpha, args.k, steps, generator)[2]
+        tau = (accepted + 1).double()
         se = tau.std().item() / steps**0.5 if steps > 1 else 0.0
-        print(f"   {alpha:5.2f}  {tau.mean():8.3f}  {se:7.3f}  {expected_tokens_per_verify(alpha, args.k):7.3f}")
+        ratio = measured_rates(accepted, args.k)[1]
+        print(f"   {alpha:5.2f}  {tau.mean():8.3f}  {se:7.3f}  {expected_tokens_per_verify(alpha, args.k):7.3f}"
+              f"    | {ratio:5.3f}  {1 + args.k * ratio:9.3f}  {expected_tokens_per_verify(ratio, args.k):10.3f}")
 
 
 def mask_demo() -> None:
