@@ -21,8 +21,9 @@ def folders(tmp_path_factory):
     save_head(make_head("eagle", cfg), root / "heads" / "eagle")  # untrained: identity must still hold
     save_head(make_head("medusa", cfg), root / "heads" / "medusa")
     (root / "tuned").mkdir()
-    (root / "tuned" / "eagle1.json").write_text(json.dumps({"drafter": "EAGLE-1", "branching": [2, 1]}))
-    (root / "tuned" / "medusa.json").write_text(json.dumps({"drafter": "medusa", "k": 2}))
+    for name, branching in (("eagle", [2, 1]), ("medusa", [1, 1])):  # the format of python -m tree_spec.tune
+        (root / "tuned" / f"{name}.json").write_text(json.dumps(
+            {"drafter": name, "target": str(target), "branching": branching, "draft_vocab": None}))
     return root, target
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from collections import Counter
@@ -64,13 +63,9 @@ DYNAMIC = dict(depth=6, top_k=4, total_tokens=24)
 FALLBACK_CHAIN_K = 3  # shape rows for EAGLE-1 and MTP when no tuned shape was saved
 TOLERANCE = 0.15  # predicted vs measured ms/token
 TUNED_DIR = MODELS_DIR / "tuned"
-# A tuned file's drafter name (lower case, letters and digits only) -> the bench's drafter key.
-TUNED_ALIASES = {
-    "small": "small", "smallmodel": "small", "draft": "small", "tinyqwen3draft": "small", "model": "small",
-    "int4": "int4", "int4self": "int4", "quantized": "int4", "quantizedself": "int4", "quantizedselfint4": "int4",
-    "selfint4": "int4", "medusa": "medusa", "medusaheads": "medusa", "eagle": "eagle", "eagle1": "eagle",
-    "eagle3": "eagle3", "eagle3style": "eagle3", "mtp": "mtp", "mtpmodule": "mtp", "ngram": "ngram",
-}
+# bench drafter -> its name in tree_spec.tune (models/tuned/<name>.json)
+TUNE_NAMES = {"small": "small-model", "int4": "int4-self", "medusa": "medusa", "eagle": "eagle", "eagle3": "eagle3",
+              "mtp": "mtp"}
 
 
 @dataclass
@@ -96,33 +91,37 @@ def _spec(out: SpecOutput) -> tuple[list[int], SpecOutput]:
     return out.tokens, out
 
 
-def load_tuned(folder: Path) -> dict[str, dict]:
-    """Tuned shapes saved by `python -m tree_spec.tune`: drafter key -> the file's dict ("branching" list or "k")."""
-    shapes = {}
-    for path in sorted(Path(folder).glob("*.json")) if Path(folder).is_dir() else []:
+def load_tuned_shapes(target: Transformer, draft: Transformer | None, heads_dir: Path, tuned_dir: Path,
+                      model_name: str) -> tuple[dict[str, tuple[Drafter, list[int], dict]], list[str]]:
+    """Tuned (drafter, branching, saved dict) per bench drafter key from `python -m tree_spec.tune`'s files, and
+    notes on files that could not be used. The drafter carries its tuned draft vocabulary, if any."""
+    try:
+        from .tune import load_tuned, tuned_drafter
+    except ImportError:
+        return {}, ["tuned rows: tree_spec.tune not available"]
+    shapes, notes = {}, []
+    for key, name in TUNE_NAMES.items():
+        if load_tuned(name, tuned_dir) is None:
+            continue
         try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
+            found = tuned_drafter(name, target, draft, heads_dir, tuned_dir, model_name)
+        except (FileNotFoundError, ValueError, KeyError) as err:
+            notes.append(f"{name} (tuned): {err}")
             continue
-        if not isinstance(data, dict) or not ("branching" in data or "k" in data):
+        if found is None:
+            notes.append(f"{name} (tuned): tuned for another target")
             continue
-        name = re.sub(r"[^a-z0-9]", "", str(data.get("drafter", path.stem)).lower())
-        key = TUNED_ALIASES.get(name) or TUNED_ALIASES.get(re.sub(r"[^a-z0-9]", "", path.stem.lower()))
-        if key is not None:
-            shapes[key] = {**data, "file": str(path)}
-    return shapes
-
-
-def _tuned_branching(data: dict) -> list[int]:
-    return [int(w) for w in data["branching"]] if "branching" in data else [1] * int(data["k"])
+        shapes[key] = (*found, load_tuned(name, tuned_dir))
+    return shapes, notes
 
 
 def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path, tuned_dir: Path | None = TUNED_DIR,
-                 greedy: bool = True) -> tuple[list[Method], list[str]]:
+                 greedy: bool = True, model_name: str = "tiny-qwen3") -> tuple[list[Method], list[str]]:
     """mini_llm methods in their natural form, plus tuned shapes; returns (methods, skipped methods with the reason)."""
     methods: list[Method] = []
     skipped: list[str] = []
-    tuned = load_tuned(tuned_dir) if tuned_dir is not None else {}
+    tuned, notes = load_tuned_shapes(target, draft, heads_dir, tuned_dir, model_name) if tuned_dir else ({}, [])
+    skipped += notes
 
     def chain(drafter, k, name, form=None):
         run = lambda p, n, t, s: _spec(speculative_generate(target, drafter, p, n, k=k, temperature=t,  # noqa: E731
@@ -145,9 +144,10 @@ def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path
     def with_tuned(key, name, drafter, fixed: Method, fallback_k: int | None = None):
         methods.append(fixed)
         if key in tuned:
-            shape = _tuned_branching(tuned[key])
-            kind = "chain k=%d" % len(shape) if all(w == 1 for w in shape) else f"tree {shape}"
-            methods.append(tree(drafter, shape, f"{name} (tuned)", f"{kind} (tuned)"))
+            tuned_drafter, shape, saved = tuned[key]
+            kind = f"chain k={len(shape)}" if all(w == 1 for w in shape) else f"tree {shape}"
+            vocab = f", draft vocab {saved['draft_vocab']}" if saved.get("draft_vocab") else ""
+            methods.append(tree(tuned_drafter, shape, f"{name} (tuned)", f"{kind} (tuned{vocab})"))
         elif fallback_k is not None:
             methods.append(chain(drafter, fallback_k, name, f"chain k={fallback_k} (shape row; no tuned file)"))
 
@@ -499,7 +499,8 @@ def main(argv: list[str] | None = None) -> dict:
         draft = load_model(draft_path) if draft_path else None
         prompts = held_out_prompts(load_tokenizer(target_path), n_prompts)
         tuned_dir = None if args.tuned == "none" else Path(args.tuned)
-        methods, skipped = spec_methods(target, draft, Path(args.heads), tuned_dir, greedy=args.temperature == 0)
+        methods, skipped = spec_methods(target, draft, Path(args.heads), tuned_dir, greedy=args.temperature == 0,
+                                        model_name=str(args.target))
         if args.no_transformers:
             skipped.append("transformers baselines: --no-transformers")
         else:
