@@ -1,4 +1,5 @@
-"""Greedy tree acceptance, compared exactly; mistakes: the child's own row, tokens instead of ids, no root."""
+"""Greedy tree acceptance, compared exactly; mistakes: the child's own row, tokens instead of ids, no root,
+the last (not the first) of two children with the same token."""
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,6 +19,7 @@ SETUPS = [
     ("full depth via the second child", WIDE, [2, 6, 10, 14], 1),
     ("stops mid-tree", WIDE, [1, 3, 12], 2),
     ("chain", [-1, 0, 1, 2, 3, 4], [1, 2, 3], 3),
+    ("same token twice: the first child wins", WIDE, [1, 2, 6, 10], 4),  # nodes 1 and 2 carry one token
 ]
 
 
@@ -57,16 +59,16 @@ def check(got: Any, expected: Any, case: Case) -> str | None:
     return tokens_mismatch(got, expected, "path")
 
 
-def _walk(tokens, parents, logits, row_of):
+def _walk(tokens, parents, logits, row_of, last_match=False):
     children = [[] for _ in parents]
     for i in range(1, len(parents)):
         children[parents[i]].append(i)
     path = [0]
     while True:
-        match = next((c for c in children[path[-1]] if tokens[c] == int(logits[row_of(path[-1], c)].argmax())), None)
-        if match is None:
+        matches = [c for c in children[path[-1]] if tokens[c] == int(logits[row_of(path[-1], c)].argmax())]
+        if not matches:
             return path
-        path.append(match)
+        path.append(matches[-1] if last_match else matches[0])
 
 
 MISTAKES = [
@@ -77,4 +79,7 @@ MISTAKES = [
             {"accept_greedy": lambda t, p, lg: [t[i] for i in _walk(t, p, lg, lambda node, child: node)]}),
     Mistake("the root is missing: the path starts with node 0.",
             {"accept_greedy": lambda t, p, lg: _walk(t, p, lg, lambda node, child: node)[1:]}),
+    Mistake("of two children with the same (accepted) token, the LAST one was taken; take the first one "
+            "(lowest node id), as the rule says.",
+            {"accept_greedy": lambda t, p, lg: _walk(t, p, lg, lambda node, child: node, last_match=True)}),
 ]

@@ -1,4 +1,5 @@
-"""n-gram proposer, exact; mistakes: oldest match, continuation off by one, suffix matching itself."""
+"""n-gram proposer, exact; mistakes: oldest match, continuation off by one, suffix matching itself, an
+occurrence not allowed to overlap the suffix, a fallback to a shorter n."""
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,6 +16,8 @@ SETUPS = [
     ("overlapping occurrences", [7, 7, 7, 7, 1, 7, 7], 2, 3),
     ("unigram", [4, 8, 15, 16, 23, 42, 8, 99, 15, 8], 1, 2),
     ("context too short", [3, 1], 2, 4),
+    ("occurrence overlapping the suffix", [1, 2, 1, 2, 1, 2], 4, 3),
+    ("no 2-gram match, a 1-gram match (no fallback)", [4, 9, 1, 4, 2, 9, 3, 4], 2, 3),
 ]
 
 
@@ -47,4 +50,17 @@ MISTAKES = [
     Mistake("the suffix matched itself (s = len(context) - n), which has no continuation; only earlier "
             "occurrences count (s + n < len(context)).",
             {"propose_ngram": lambda c, n, k: _lookup(c, n, k, lambda L, n: range(L - n, -1, -1))}),
+    Mistake("the occurrence was required to end before the suffix starts; it may overlap the suffix (only "
+            "s + n < len(context) is required), e.g. [1, 2, 1, 2] occurs at s = 0 in [1, 2, 1, 2, 1, 2].",
+            {"propose_ngram": lambda c, n, k: _lookup(c, n, k, lambda L, n: range(L - 2 * n, -1, -1))}),
+    Mistake("without an n-gram match the proposal fell back to a shorter n; the rule has no fallback: "
+            "no occurrence of the last n tokens means [].", {"propose_ngram": lambda c, n, k: _fallback(c, n, k)}),
 ]
+
+
+def _fallback(context, n, k):
+    for m in range(n, 0, -1):
+        found = _lookup(context, m, k, lambda L, m: range(L - m - 1, -1, -1))
+        if found:
+            return found
+    return []

@@ -1,7 +1,8 @@
 """EAGLE-2 expand + rerank on a fixed random draft table: tokens and parents exact.
 
 Mistakes modelled: no frontier pruning, root counted in total_tokens, frontier by local log-prob,
-rerank by local log-prob.
+rerank by local log-prob, rerank ties broken by the higher node id. The tie case uses a draft whose every
+node has the same log-prob values in a different token order, so sums along two paths tie exactly.
 """
 from types import SimpleNamespace
 from typing import Any
@@ -27,13 +28,31 @@ def next_logprobs(path: list[int]) -> torch.Tensor:
     return torch.log_softmax(torch.randn(V, generator=g) * sharpness, dim=-1)
 
 
+TIED = torch.tensor([0.4, 0.25, 0.15, 0.1, 0.05, 0.03, 0.01, 0.006, 0.003, 0.001]).log()
+
+
+def tied_logprobs(path: list[int]) -> torch.Tensor:
+    """A 'draft' whose every row holds the same log-probs TIED [V], permuted by the path: a + b == b + a, so
+    two depth-2 nodes (ranks (0, 1) and (1, 0)) tie exactly."""
+    seed = 0
+    for token in path:
+        seed = (seed * 1_000_003 + token + 1) % 2_147_483_647
+    return TIED[torch.randperm(V, generator=torch.Generator().manual_seed(seed))]
+
+
+DRAFTS = {"random": next_logprobs, "tied": tied_logprobs}
+
+
 def cases(ctx: Context) -> list[Case]:
-    return [Case(f"depth={d}, top_k={k}, total_tokens={t}", {"depth": d, "top_k": k, "total_tokens": t}, f"root {ROOT}, V = {V}")
-            for d, k, t in SETUPS]
+    return [Case(f"depth={d}, top_k={k}, total_tokens={t}", {"depth": d, "top_k": k, "total_tokens": t, "draft": "random"},
+                 f"root {ROOT}, V = {V}") for d, k, t in SETUPS] + [
+        Case("tied scores: lower node id first", {"depth": 2, "top_k": 2, "total_tokens": 4, "draft": "tied"},
+             "nodes 4 and 5 have the same score; only one of them fits in total_tokens")]
 
 
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
-    out = fns.eagle2_tree(ROOT, next_logprobs, **case.args)
+    args = dict(case.args)
+    out = fns.eagle2_tree(ROOT, DRAFTS[args.pop("draft")], **args)
     if not (isinstance(out, tuple) and len(out) == 2):
         return f"eagle2_tree must return (tokens, parents), got {describe(out)}."
     return out
@@ -49,7 +68,8 @@ def _variant(**mistake):
     return lambda root, fn, depth, top_k, total_tokens: _eagle2(root, fn, depth, top_k, total_tokens, **mistake)
 
 
-def _eagle2(root, fn, depth, top_k, total_tokens, prune=True, keep_delta=0, frontier_key="score", rank_key="score"):
+def _eagle2(root, fn, depth, top_k, total_tokens, prune=True, keep_delta=0, frontier_key="score", rank_key="score",
+            ties_high_id=False):
     tokens, parents, score, local, paths = [root], [-1], [0.0], [0.0], [[root]]
     frontier = [0]
     for _ in range(depth):
@@ -66,7 +86,7 @@ def _eagle2(root, fn, depth, top_k, total_tokens, prune=True, keep_delta=0, fron
         key = score if frontier_key == "score" else local
         frontier = sorted(created, key=lambda i: -key[i])[:top_k] if prune else created
     key = score if rank_key == "score" else local
-    kept = set(sorted(range(1, len(tokens)), key=lambda i: (-key[i], i))[:total_tokens + keep_delta])
+    kept = set(sorted(range(1, len(tokens)), key=lambda i: (-key[i], -i if ties_high_id else i))[:total_tokens + keep_delta])
     for i in list(kept):  # close the set under parents so the mistake still yields a tree
         while parents[i] > 0:
             i = parents[i]
@@ -85,4 +105,6 @@ MISTAKES = [
             {"eagle2_tree": _variant(frontier_key="local")}),
     Mistake("the rerank used each node's own log-prob; rank by the cumulative score (sum along the path).",
             {"eagle2_tree": _variant(rank_key="local")}),
+    Mistake("a rerank tie went to the higher node id; of nodes with equal scores keep the LOWER node id first "
+            "(sort by (-score, node id)).", {"eagle2_tree": _variant(ties_high_id=True)}),
 ]
