@@ -31,8 +31,8 @@ def cases(ctx: Context) -> list[Case]:
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
     """-> logits [n, V] on the CPU, or a str when more than MAX_FORWARDS forwards were used."""
     model = ctx.model()
-    calls = []
-    hook = model.register_forward_pre_hook(lambda module, args: calls.append(1))
+    calls = []  # counted at the token embedding, which every forward runs, however forward is called
+    hook = model.embed_tokens.register_forward_pre_hook(lambda module, args: calls.append(1))
     try:
         logits = fns.tree_logits(model, list(case.args["prefix"]), list(case.args["tokens"]), list(case.args["parents"]))
     finally:
