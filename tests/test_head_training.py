@@ -9,8 +9,10 @@ from mini_llm import generate, load_model, load_tokenizer
 from tree_spec import tree_speculative_generate
 from tree_spec.head_io import load_head, load_head_module
 from tree_spec.prompts import held_out_prompts
-from tree_spec.train_heads import evaluate, main, ttt_mask
-from tests.spec_models import checkpoint_with_tokenizer
+from tree_spec.heads import make_head
+from tree_spec.train_heads import (compare_training_logs, evaluate, main, recurrent_loss, self_distill, ttt_mask,
+                                   write_card)
+from tests.spec_models import checkpoint_with_tokenizer, prompts as random_prompts, random_model
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +26,63 @@ def test_ttt_mask_matches_inference_visibility():
     assert m2[3].nonzero().flatten().tolist() == [0, 1, 2, 5 + 3]
     assert m3[3].nonzero().flatten().tolist() == [0, 1, 5 + 2, 10 + 3]
     assert ttt_mask(4, 1).equal(torch.ones(4, 4, dtype=torch.bool).tril())
+
+
+def test_cls_weight_scales_only_the_eagle_token_loss():
+    # EAGLE-1's loss = feature loss + cls_weight * CE: two weights give two losses whose difference is Δw * CE;
+    # EAGLE-3 has no feature loss and ignores cls_weight
+    target = random_model(seed=3)
+    tokens = torch.tensor(random_prompts(target.cfg.vocab_size, 2, length=10))
+    eagle, eagle3 = make_head("eagle", target.cfg), make_head("eagle3", target.cfg)
+    data = self_distill(target, tokens, 6, eagle3.feature_layers)
+    loss = {w: float(recurrent_loss(eagle, target, data.tokens, data.hidden, (), 1, torch.Generator().manual_seed(0),
+                                    cls_weight=w)[0]) for w in (0.1, 1.1)}
+    ce_only = float(recurrent_loss(eagle, target, data.tokens, data.hidden, (), 1, torch.Generator().manual_seed(0),
+                                   cls_weight=1.0)[0]) - float(recurrent_loss(
+        eagle, target, data.tokens, data.hidden, (), 1, torch.Generator().manual_seed(0), cls_weight=0.0)[0])
+    assert ce_only > 0 and loss[1.1] - loss[0.1] == pytest.approx(ce_only, rel=1e-5)
+    a, b = (float(recurrent_loss(eagle3, target, data.tokens, data.hidden, data.layers, 3, cls_weight=w)[0])
+            for w in (0.1, 5.0))
+    assert a == b
+
+
+def test_evaluate_reports_both_rates_consistently():
+    # chains of k drafts: alpha = accepted / reached, acceptance_ratio = accepted / proposed <= alpha, and
+    # tau = 1 + (accepted per call), which ties tau to the ratio through the proposed count
+    target = random_model(seed=1)
+    head = make_head("eagle", target.cfg)
+    ps = random_prompts(target.cfg.vocab_size, 3, length=8)
+    expected = [generate(target, torch.tensor([p]), 20)[0].tolist() for p in ps]
+    got = evaluate(target, head, ps, expected, k=3)
+    assert set(got) >= {"alpha", "alpha_at_depth", "acceptance_ratio", "acceptance_per_position", "tau"}
+    assert 0 <= got["acceptance_ratio"] <= got["alpha"] <= 1
+    assert got["alpha_at_depth"][0] == pytest.approx(got["acceptance_per_position"][0])  # depth 1 is always reached
+
+
+def test_compare_training_logs_interpolates_at_equal_steps_and_time():
+    def log(kind, steps, seconds, taus):
+        evals = [{"step": s, "tau": t, "acceptance_per_position": [t - 1]} for s, t in zip(steps, taus)]
+        return {"kind": kind, "steps": steps[-1], "train_seconds": seconds, "evals": evals}
+
+    fast = log("eagle", [0, 100, 300], 60.0, [1.0, 2.0, 3.0])     # 0.2 s per step
+    slow = log("eagle3", [0, 50, 100], 60.0, [1.0, 2.5, 3.0])     # 0.6 s per step
+    rows = compare_training_logs(fast, slow).splitlines()
+    assert rows[1].split()[2:] == ["eagle", "100", "0.3", "2.00", "1.00"]      # equal steps: the shorter run's 100
+    assert rows[2].split()[2:] == ["eagle3", "100", "1.0", "3.00", "2.00"]
+    assert rows[3].split()[2:] == ["eagle", "300", "1.0", "3.00", "2.00"]      # equal time: 60 s each
+    assert "3.0x" in rows[-1]
+
+
+def test_card_names_both_rates(tmp_path):
+    final = {"acceptance_per_position": [0.6, 0.3], "alpha_at_depth": [0.6, 0.5], "alpha": 0.56,
+             "acceptance_ratio": 0.45, "tau": 1.9}
+    log = {"kind": "eagle", "target": "t", "head_params": 10, "batch": 2, "lr": 1e-3, "steps": 3, "epochs": 1.0,
+           "train_seconds": 6.0, "hardware": "cpu", "command": "cmd", "eval": {"prompts": 2, "new_tokens": 8},
+           "data": {"windows": 4, "prompt_len": 8, "gen_len": 8, "seconds": 1.0}, "evals": [final]}
+    write_card(tmp_path, log)
+    card = (tmp_path / "README.md").read_text()
+    assert "Per-position acceptance rate α" in card and "α = 0.56 pooled; per depth [0.60, 0.50]" in card
+    assert "Acceptance ratio (accepted / proposed" in card and "0.45" in card
 
 
 @pytest.mark.parametrize("kind", ["eagle", "eagle3", "medusa", "mtp"])

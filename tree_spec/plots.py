@@ -155,3 +155,119 @@ def draw_timeline(plain, speculative, n_tokens: int = 24, ax: Axes | None = None
     ax.set_title(f"measured timeline: the first {n_tokens} tokens after the prompt")
     ax.figure.tight_layout()
     return ax.figure
+
+
+def draw_eagle_inputs(labels: Sequence[str], draft_label: str = "?", ax: Axes | None = None) -> Figure:
+    """EAGLE's input sequence: the target's feature of token t is paired with the embedding of token t + 1.
+
+    labels: the last few committed tokens, then the root (the target's newest token, not yet in its cache).
+    Row 1: tokens; row 2: the target's features f_t (none yet for the root); row 3: the head's pairs
+    [f_t ⊕ e(t+1)] at position t + 1 (the shift is the diagonal arrow); row 4: what each pair predicts
+    through the target's own final norm + LM head. `draft_label`: the first drafted token, shown last.
+    """
+    n = len(labels)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.55 * n + 2.2, 4.2))
+    box = dict(boxstyle="round,pad=0.3", ec="none")
+    rows = {"token": 3.0, "feature": 2.0, "pair": 1.0, "predicts": 0.0}
+    for name, y in rows.items():
+        ax.text(-0.9, y, {"token": "token t", "feature": "target feature", "pair": "head input\n(position t+1)",
+                          "predicts": "head → target's\nnorm + LM head"}[name], ha="right", va="center", fontsize=9)
+    arrow = dict(arrowstyle="->", color="0.45", lw=1)
+    for i, label in enumerate(labels):
+        root = i == n - 1
+        ax.text(i, rows["token"], label, ha="center", va="center", family="monospace", fontsize=9,
+                bbox={**box, "fc": ROOT if root else "#ddf4ff"}, color="white" if root else "black")
+        if not root:  # the root's feature does not exist yet: the target has not run on it
+            ax.text(i, rows["feature"], f"f{i}", ha="center", va="center", fontsize=9, bbox={**box, "fc": "#fff8c5"})
+            ax.annotate("", (i, rows["feature"] + 0.2), (i, rows["token"] - 0.2), arrowprops=arrow)
+        if i:  # pair i-1 -> i: feature of token i-1 (diagonal: the shift) with the embedding of token i
+            ax.text(i, rows["pair"], f"[f{i - 1} ⊕ e({label.strip() or '·'})]", ha="center", va="center", fontsize=8,
+                    family="monospace", bbox={**box, "fc": "#ffebe9" if root else "#f6f8fa"})
+            ax.annotate("", (i - 0.15, rows["pair"] + 0.2), (i - 1, rows["feature"] - 0.2),
+                        arrowprops={**arrow, "color": "tab:red"})
+            ax.annotate("", (i, rows["pair"] + 0.2), (i, rows["token"] - 0.2),
+                        arrowprops={**arrow, "ls": ":"})
+            nxt = labels[i + 1] if i + 1 < n else draft_label
+            ax.text(i, rows["predicts"], f"f̂{i} → {nxt!r}", ha="center", va="center", fontsize=8, family="monospace",
+                    bbox={**box, "fc": ACCEPTED if root else "#eeeeee"}, color="white" if root else "black")
+            ax.annotate("", (i, rows["predicts"] + 0.2), (i, rows["pair"] - 0.2), arrowprops=arrow)
+    ax.set_xlim(-2.6, n - 0.4)
+    ax.set_ylim(-0.6, 3.5)
+    ax.axis("off")
+    ax.set_title("EAGLE's inputs: feature of token t (red arrow) ⊕ embedding of token t+1; "
+                 "the last pair (root) drafts the first token", fontsize=10)
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def draw_dynamic_growth(
+    parents: Sequence[int], scores: Sequence[float], expanded: Sequence[Sequence[int]], kept: Sequence[int],
+    labels: Sequence[str] | None = None, accepted: Sequence[int] = (),
+) -> Figure:
+    """EAGLE-2's tree growing level by level, then reranked, drawn at (depth, cumulative draft log-prob).
+
+    parents / scores: every candidate node (node 0 = root, score 0); expanded[l]: the nodes whose children
+    were drafted at level l + 1; kept: the nodes the rerank keeps (root included); labels: text per node
+    (drawn for kept nodes); accepted: kept nodes on the target's accepted path (green). One panel per
+    level (the newest level's top-k, which will be expanded next, ringed), then the reranked tree:
+    kept nodes in blue, dropped ones grey, the cutoff score dashed.
+    """
+    depth = depths(parents)
+    levels = len(expanded)
+    cols = min(4, levels + 1)
+    rows = -(-(levels + 1) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.2 * rows), sharex=True, sharey=True, squeeze=False)
+    kept_set, on_path = set(kept), set(accepted)
+    cutoff = min(scores[i] for i in kept if i) if len(kept) > 1 else 0.0
+    for panel, ax in enumerate(axes.flat):
+        if panel > levels:
+            ax.axis("off")
+            continue
+        final = panel == levels
+        shown = [i for i in range(len(parents)) if depth[i] <= (levels if final else panel + 1)]
+        for i in shown[1:]:
+            p = parents[i]
+            color = ACCEPTED if final and i in on_path else ROOT if final and i in kept_set else "0.75"
+            ax.plot([depth[p], depth[i]], [scores[p], scores[i]], color=color, lw=1.6 if color != "0.75" else 0.7,
+                    zorder=1)
+        colors = [(ACCEPTED if i in on_path else ROOT if i in kept_set else "0.7") if final else "0.35" for i in shown]
+        ax.scatter([depth[i] for i in shown], [scores[i] for i in shown], s=14, c=colors, zorder=2)
+        if not final:
+            ring = expanded[panel + 1] if panel + 1 < levels else []
+            ax.scatter([depth[i] for i in ring], [scores[i] for i in ring], s=70, facecolors="none",
+                       edgecolors="tab:orange", lw=1.5, zorder=3)
+            ax.set_title(f"level {panel + 1}: {len(expanded[panel])} node(s) expanded"
+                         + (f"; top-{len(ring)} ringed" if ring else ""), fontsize=9)
+        else:
+            ax.axhline(cutoff, color="tab:red", ls="--", lw=1)
+            ax.set_title(f"rerank: keep the {len(kept) - 1} best of {len(parents) - 1} (blue; green = accepted)",
+                         fontsize=9)
+            if labels is not None:
+                for i in kept[1:]:
+                    ax.annotate(labels[i], (depth[i], scores[i]), fontsize=6, family="monospace",
+                                xytext=(3, 2), textcoords="offset points")
+        ax.set_xlabel("depth")
+        ax.set_ylabel("cumulative draft log-prob")
+    fig.tight_layout()
+    return fig
+
+
+def draw_head_training(logs: dict[str, dict]) -> Figure:
+    """Held-out τ (chains) of head training runs vs training step and vs training minutes.
+
+    logs: name -> `train_log.json` contents; minutes per evaluation = its step × the run's seconds per step."""
+    fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(11, 3.6), sharey=True)
+    for name, log in logs.items():
+        steps = [e["step"] for e in log["evals"]]
+        taus = [e["tau"] for e in log["evals"]]
+        pace = log["train_seconds"] / log["steps"] / 60
+        by_step.plot(steps, taus, marker=".", label=f"{name} ({log['steps']} steps)")
+        by_time.plot([s * pace for s in steps], taus, marker=".", label=f"{name} ({log['train_seconds'] / 60:.1f} min)")
+    by_step.set(xlabel="training step", ylabel="held-out τ (chain of 5 drafts)", title="equal steps")
+    by_time.set(xlabel="training minutes (even pace assumed)", title="equal wall time")
+    for ax in (by_step, by_time):
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig

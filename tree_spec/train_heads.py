@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
@@ -56,7 +57,8 @@ def self_distill(
 ) -> DistillData:
     """windows [N, P] -> the target's greedy continuation (gen_len tokens) and features of all P + gen_len."""
     tokens, hidden, layers = [], [], []
-    for chunk in tqdm(windows.split(batch), desc="self-distillation data", leave=False):
+    # disable=None: no bar where output is not a terminal (a notebook's stored outputs stay clean)
+    for chunk in tqdm(windows.split(batch), desc="self-distillation data", leave=False, disable=None):
         full = torch.cat((chunk, generate(target, chunk, gen_len).clone()), dim=1)
         out = target(full, return_hidden=True, hidden_layers=list(feature_layers) or None)
         tokens.append(full)
@@ -126,14 +128,15 @@ def ttt_mask(n: int, step: int) -> torch.Tensor:
 def recurrent_loss(
     head: RecurrentHead, target: Transformer, tokens: torch.Tensor, hidden: torch.Tensor,
     layers: tuple[torch.Tensor, ...], steps: int, generator: torch.Generator | None = None,
+    cls_weight: float = EAGLE_CLS_WEIGHT,
 ) -> tuple[torch.Tensor, list[float]]:
     """Training-time test: unroll the head `steps` times on its own predicted features.
 
     tokens [B, T], hidden / layers [B, T, C]. Pair i = (feature of token i, token i + 1) at position
     i + 1; every unrolled step predicts the target's distribution after token i + 1. Step 1 reads
     target features; step j > 1 reads step j - 1's outputs shifted by one. Loss: EAGLE-1 = smooth-L1
-    feature regression + 0.1 CE (one step, noisy inputs); EAGLE-3 = Σ_j 0.8^(j-1) CE_j; MTP =
-    (λ / D) Σ_j CE_j. Returns (loss, top-1 agreement per step)."""
+    feature regression + cls_weight · CE (default 0.1, EAGLE-1's; one step, noisy inputs); EAGLE-3 =
+    Σ_j 0.8^(j-1) CE_j; MTP = (λ / D) Σ_j CE_j. Returns (loss, top-1 agreement per step)."""
     B, T, C = hidden.shape
     n = T - 1
     with torch.no_grad():
@@ -152,7 +155,7 @@ def recurrent_loss(
         wanted = target_probs[:, j - 1:]
         ce = soft_cross_entropy(logits, wanted)
         if head.kind == "eagle":
-            loss = loss + F.smooth_l1_loss(out, hidden[:, 1:]) + EAGLE_CLS_WEIGHT * ce
+            loss = loss + F.smooth_l1_loss(out, hidden[:, 1:]) + cls_weight * ce
         elif head.kind == "mtp":
             loss = loss + MTP_LAMBDA / steps * ce
         else:
@@ -165,24 +168,58 @@ def recurrent_loss(
 def evaluate(
     target: Transformer, head: torch.nn.Module, prompts: list[list[int]], expected: list[list[int]], k: int
 ) -> dict:
-    """Greedy chains of k drafts on held-out prompts: per-position acceptance, τ, α (tokens must match)."""
+    """Greedy chains of k drafts on held-out prompts (tokens must match plain greedy), pooled over prompts:
+    acceptance_per_position (fraction of verify passes accepting depth d), alpha_at_depth and alpha (the
+    per-position acceptance rate: accepted / reached, per depth and pooled), acceptance_ratio (accepted /
+    proposed draft tokens) and τ (tokens per target call, counting the target's own token)."""
     head.eval()
     drafter = drafter_for(target, head)
-    accepted, proposed, tokens, calls, acc_total, prop_total = [0] * k, [0] * k, 0, 0, 0, 0
+    accepted, proposed, reached = [0] * k, [0] * k, [0] * k
+    tokens, calls, acc_total, prop_total = 0, 0, 0, 0
     for prompt, want in zip(prompts, expected):
         out = speculative_generate(target, drafter, prompt, len(want), k=k)
         if out.tokens != want:
             raise AssertionError("speculative output differs from plain greedy: the drafter or loop is broken")
-        for d, (a, p) in enumerate(zip(out.accepted_at_depth, out.proposed_at_depth)):
+        for d, (a, p, r) in enumerate(zip(out.accepted_at_depth, out.proposed_at_depth, out.reached_at_depth)):
             accepted[d] += a
             proposed[d] += p
+            reached[d] += r
         tokens, calls = tokens + len(out.tokens), calls + out.target_calls
         acc_total, prop_total = acc_total + sum(out.accepted_per_call), prop_total + out.proposed
     head.train()
     return {
         "acceptance_per_position": [a / p if p else 0.0 for a, p in zip(accepted, proposed)],
-        "tau": tokens / calls, "alpha": acc_total / max(prop_total, 1),
+        "alpha_at_depth": [a / r if r else 0.0 for a, r in zip(accepted, reached)],
+        "alpha": sum(accepted) / max(sum(reached), 1),
+        "acceptance_ratio": acc_total / max(prop_total, 1),
+        "tau": tokens / calls,
     }
+
+
+def compare_training_logs(first: dict, second: dict) -> str:
+    """Two training logs (`train_log.json`) side by side at equal steps and at equal training time.
+
+    Held-out τ and depth-1 acceptance are interpolated linearly between each log's evaluations; a step's
+    time is its run's training seconds / steps (an even pace assumed). Equal steps = the shorter run's
+    step count; equal time = the shorter run's training seconds."""
+
+    def at(log: dict, step: float) -> tuple[float, float]:
+        steps = [e["step"] for e in log["evals"]]
+        tau = float(np.interp(step, steps, [e["tau"] for e in log["evals"]]))
+        return tau, float(np.interp(step, steps, [e["acceptance_per_position"][0] for e in log["evals"]]))
+
+    pace = {id(log): log["train_seconds"] / log["steps"] for log in (first, second)}
+    steps = min(first["steps"], second["steps"])
+    seconds = min(first["train_seconds"], second["train_seconds"])
+    lines = [f"{'':14s} {'kind':7s} {'steps':>6s} {'minutes':>7s} {'τ (chain of 5)':>14s} {'depth-1':>7s}"]
+    for label, step_of in (("equal steps", lambda log: steps), ("equal time", lambda log: seconds / pace[id(log)])):
+        for log in (first, second):
+            step = min(step_of(log), log["steps"])
+            tau, d1 = at(log, step)
+            lines.append(f"{label:14s} {log['kind']:7s} {step:6.0f} {step * pace[id(log)] / 60:7.1f} {tau:14.2f} {d1:7.2f}")
+    lines.append(f"seconds per step: {first['kind']} {pace[id(first)]:.2f}, {second['kind']} {pace[id(second)]:.2f} "
+                 f"({pace[id(second)] / pace[id(first)]:.1f}x)")
+    return "\n".join(lines)
 
 
 def plot(log: dict, path: Path) -> None:
@@ -205,8 +242,9 @@ def plot(log: dict, path: Path) -> None:
 
 
 def write_card(folder: Path, log: dict) -> None:
+    """README.md of a head folder from its training log (both acceptance rates named)."""
     final = log["evals"][-1]
-    acc = ", ".join(f"{a:.2f}" for a in final["acceptance_per_position"])
+    fmt = lambda xs: ", ".join(f"{a:.2f}" for a in xs)
     d = log["data"]
     text = f"""# {log['kind']} draft head for `{log['target']}`
 
@@ -218,9 +256,14 @@ def write_card(folder: Path, log: dict) -> None:
   distributions. Built in {d['seconds']:.0f} s.
 - Training: {log['steps']} steps of batch {log['batch']} ({log['epochs']:.2f} epochs), AdamW lr {log['lr']},
   {log['train_seconds'] / 60:.1f} min on {log['hardware']}.
-- Held-out acceptance (greedy chains of {len(final['acceptance_per_position'])} drafts, {log['eval']['prompts']}
-  prompts x {log['eval']['new_tokens']} tokens): per position [{acc}], τ = {final['tau']:.2f} tokens per
-  target call (counting the target's own token), α = {final['alpha']:.2f}.
+- Held-out evaluation: greedy chains of {len(final['acceptance_per_position'])} drafts, {log['eval']['prompts']}
+  prompts x {log['eval']['new_tokens']} tokens, output identical to plain greedy.
+  - τ = {final['tau']:.2f} tokens per target call (counting the target's own token).
+  - Per-position acceptance rate α (P(depth d accepted | depths < d accepted), the α of
+    E = (1 − α^(k+1)) / (1 − α)): α = {final['alpha']:.2f} pooled; per depth [{fmt(final['alpha_at_depth'])}].
+  - Acceptance ratio (accepted / proposed draft tokens, vLLM's counter; for a chain τ ≈ 1 + k · ratio,
+    approximate only through the prefill and the shorter chains near the end): {final['acceptance_ratio']:.2f}.
+  - Fraction of verify passes that accepted depth d (unconditional): [{fmt(final['acceptance_per_position'])}].
 - Reproduce: `{log['command']}`
 """
     (folder / "README.md").write_text(text)
@@ -258,7 +301,7 @@ def train(
     budget = None if steps else (minutes or 10.0) * 60
     per_epoch = -(-windows // batch)
     step, t0 = 0, time.perf_counter()
-    bar = tqdm(total=steps, desc=f"train {kind}", unit="step")
+    bar = tqdm(total=steps, desc=f"train {kind}", unit="step", disable=None)
     while True:
         for idx in torch.randperm(windows, generator=gen).split(batch):
             lr_now = lr * (0.1 + 0.9 * (1 - _progress(step, steps, t0, budget)))
@@ -337,7 +380,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{args.kind}: {log['steps']} steps in {log['train_seconds'] / 60:.1f} min "
           f"(data {log['data']['seconds']:.0f} s); "
           f"held-out acceptance per position {[round(a, 2) for a in final['acceptance_per_position']]}, "
-          f"tau {final['tau']:.2f}, alpha {final['alpha']:.2f}; wrote {out}")
+          f"tau {final['tau']:.2f}, per-position acceptance rate alpha {final['alpha']:.2f}, "
+          f"acceptance ratio {final['acceptance_ratio']:.2f}; wrote {out}")
     return log
 
 
