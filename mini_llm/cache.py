@@ -36,6 +36,8 @@ class KVCache:
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.max_len = max_len
         self.lengths = [0] * batch_size  # committed slots per row
+        self._slots_key: tuple | None = None  # (lengths, T, device) of the cached per-row write index
+        self._slots = torch.empty(0, dtype=torch.long)
 
     def __repr__(self) -> str:
         shown = self.lengths[0] if self.uniform else self.lengths
@@ -86,12 +88,22 @@ class KVCache:
             if self.uniform:
                 self.k[layer, :, :, start:end] = k
                 self.v[layer, :, :, start:end] = v
-            else:  # row b writes at its own offset: slot index [B, T]
-                rows = torch.arange(self.batch_size, device=k.device)[:, None]
-                slots = torch.tensor(self.lengths, device=k.device)[:, None] + torch.arange(k.shape[2], device=k.device)
-                self.k[layer][rows, :, slots] = k.transpose(1, 2)  # indexed view is [B, T, n_kv, D]
-                self.v[layer][rows, :, slots] = v.transpose(1, 2)
+            else:  # row b writes at its own offset: copy the [B * n_kv * T] vectors to their flat slots
+                index = self._row_slots(k.shape[2], k.device)
+                self.k[layer].view(-1, k.shape[3]).index_copy_(0, index, k.reshape(-1, k.shape[3]))
+                self.v[layer].view(-1, v.shape[3]).index_copy_(0, index, v.reshape(-1, v.shape[3]))
         return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+
+    def _row_slots(self, n_new: int, device: torch.device) -> torch.Tensor:
+        """Flat indices into k[layer].view(-1, head_dim) of slot lengths[b] + t of row b, head h, ordered
+        (b, h, t) like k.reshape(-1, head_dim); computed once per forward and reused by every layer."""
+        key = (tuple(self.lengths), n_new, device)
+        if self._slots_key != key:
+            B, H, L = self.batch_size, self.k.shape[2], self.max_len
+            slots = torch.tensor(self.lengths, device=device)[:, None] + torch.arange(n_new, device=device)  # [B, T]
+            rows = torch.arange(B, device=device)[:, None, None] * H + torch.arange(H, device=device)[:, None]
+            self._slots_key, self._slots = key, (rows * L + slots[:, None, :]).flatten()  # [B * H * T]
+        return self._slots
 
     def advance(self, n_new: int) -> None:
         self.reserve(n_new)

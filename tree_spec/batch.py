@@ -11,11 +11,12 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
 from mini_llm import Transformer, logits_to_probs, sample_next
-from mini_llm.batch import _token_lists, extend_rows
+from mini_llm.batch import _token_lists, extend_rows, generate_batch
 
 from .drafters import Drafter, ModelDrafter, _common_prefix
 from .output import SpecOutput
@@ -226,3 +227,97 @@ def batch_speculative_generate(
     for out in outs:
         out.seconds = seconds
     return outs
+
+
+@dataclass
+class BatchPoint:
+    """One batch size of `batch_sweep`: plain and speculative runs over the same B prompts, end to end."""
+
+    batch: int
+    plain_tokens: int
+    plain_seconds: float
+    spec_tokens: int
+    spec_seconds: float
+    target_calls: int      # speculative verify passes + prefill, summed over rows
+    proposed: int          # draft tokens sent to the target, summed over rows
+    accepted: int          # of which accepted
+    identical: bool        # greedy: every speculative row equals its plain row
+
+    @property
+    def plain_tps(self) -> float:
+        return self.plain_tokens / self.plain_seconds
+
+    @property
+    def spec_tps(self) -> float:
+        return self.spec_tokens / self.spec_seconds
+
+    @property
+    def speedup(self) -> float:
+        """Speculative tokens/s over plain tokens/s at this batch size."""
+        return self.spec_tps / self.plain_tps
+
+    @property
+    def tau(self) -> float:
+        """Tokens per target call per row, counting the target's own token (and the prefill call)."""
+        return self.spec_tokens / self.target_calls
+
+    @property
+    def acceptance_ratio(self) -> float:
+        """Accepted / proposed draft tokens (vLLM's counter, not the per-position α)."""
+        return self.accepted / self.proposed if self.proposed else 0.0
+
+
+def batch_sweep(
+    target: Transformer,
+    drafter: Drafter | Transformer,
+    prompts: Sequence[Sequence[int]],
+    batches: Sequence[int],
+    max_new_tokens: int,
+    k: int = 4,
+) -> list[BatchPoint]:
+    """Greedy tokens per second of `generate_batch` and `batch_speculative_generate` at each batch size B,
+    on prompts[:B] (cycled when B > len(prompts)): tokens generated / time of the whole call, prefill
+    included. Time is the thread's CPU time on a CPU (run torch with one thread: other processes on a
+    shared machine then cannot inflate it), synchronized wall time on CUDA. The two runs alternate per B.
+    """
+    cuda = target.device.type == "cuda"
+    clock = time.perf_counter if cuda else time.thread_time
+
+    def timed(fn):
+        if cuda:
+            torch.cuda.synchronize()
+        start = clock()
+        result = fn()
+        if cuda:
+            torch.cuda.synchronize()
+        return result, clock() - start
+
+    points = []
+    for B in batches:
+        rows = [list(prompts[i % len(prompts)]) for i in range(B)]
+        plain, plain_s = timed(lambda: generate_batch(target, rows, max_new_tokens))
+        outs, spec_s = timed(lambda: batch_speculative_generate(target, drafter, rows, max_new_tokens, k=k))
+        points.append(BatchPoint(
+            B, sum(map(len, plain)), plain_s, sum(len(o.tokens) for o in outs), spec_s,
+            sum(o.target_calls for o in outs), sum(o.proposed for o in outs),
+            sum(sum(o.accepted_per_call) for o in outs), [o.tokens for o in outs] == plain,
+        ))
+    return points
+
+
+def crossover(points: Sequence[BatchPoint]) -> int | None:
+    """The first measured batch size whose speculative speedup is below 1x (None if none is)."""
+    return next((p.batch for p in points if p.speedup < 1), None)
+
+
+def batch_table(points_by_drafter: dict[str, list[BatchPoint]]) -> str:
+    """A markdown table: one row per (drafter, B) with plain and speculative tokens/s and the speedup."""
+    lines = ["| drafter | B | plain tok/s | spec tok/s | speedup | τ (tokens/call) | acceptance ratio | identical |",
+             "|---|---:|---:|---:|---:|---:|---:|:---:|"]
+    for name, points in points_by_drafter.items():
+        for p in points:
+            lines.append(f"| {name} | {p.batch} | {p.plain_tps:.0f} | {p.spec_tps:.0f} | {p.speedup:.2f}× | "
+                         f"{p.tau:.2f} | {p.acceptance_ratio:.2f} | {'yes' if p.identical else 'NO'} |")
+        cross = crossover(points)
+        lines.append(f"| {name}: measured crossover | {cross if cross else 'none'} | | | | | | |")
+    return "\n".join(lines)
