@@ -20,6 +20,11 @@ if os.environ.get("MINI_LLM_TEST_DEVICE"):  # scripts/gpu_check.sh runs the fast
     torch.set_default_device(os.environ["MINI_LLM_TEST_DEVICE"])
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "browser: drives JupyterLab in headless Chromium (skipped without chromium)")
+
 TARGET_DIR = REPO / "models" / "tiny-qwen3"
 DRAFT_DIR = REPO / "models" / "tiny-qwen3-draft"
 

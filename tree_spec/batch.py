@@ -321,3 +321,37 @@ def batch_table(points_by_drafter: dict[str, list[BatchPoint]]) -> str:
         cross = crossover(points)
         lines.append(f"| {name}: measured crossover | {cross if cross else 'none'} | | | | | | |")
     return "\n".join(lines)
+
+
+def batch_benchmark(
+    target_name: str, draft_name: str, batches: Sequence[int], n_prompts: int, new_tokens: int, k: int = 4,
+    out_dir: str | None = None,
+) -> dict:
+    """`python -m tree_spec.bench --batch 1,4,16`: `batch_sweep` for every batched drafter (n-gram, the
+    separate small model unless draft_name is 'none', the INT4 quantized self) on held-out prompts; prints
+    the table and, with out_dir, writes BENCHMARK_BATCH.md there. Returns {drafter: [BatchPoint as dict]}."""
+    from pathlib import Path
+
+    from mini_llm import load_model, load_tokenizer
+
+    from .drafters import QuantizedSelfDrafter
+    from .ngram import NGramDrafter
+    from .prompts import held_out_prompts
+
+    target = load_model(target_name)
+    prompts = held_out_prompts(load_tokenizer(target_name), n=n_prompts)
+    drafters: dict[str, Drafter | Transformer] = {"n-gram": NGramDrafter(target.cfg.vocab_size)}
+    if draft_name != "none":
+        drafters[f"small model ({draft_name})"] = load_model(draft_name)
+    drafters["INT4 quantized self"] = QuantizedSelfDrafter(target)
+    runs = {name: batch_sweep(target, d, prompts, batches, new_tokens, k=k) for name, d in drafters.items()}
+    clock = "thread CPU time" if target.device.type == "cpu" else "wall time"
+    text = (f"# Batched decoding: plain vs chain speculation (k = {k}), {target_name}\n\n"
+            f"{n_prompts} held-out prompts (cycled for larger batches), {new_tokens} new tokens per row, greedy, "
+            f"{torch.get_num_threads()} torch thread(s), {clock}; tokens/s = tokens generated / time of the "
+            f"whole call, prefill included. Command: `python -m tree_spec.bench --batch "
+            f"{','.join(map(str, batches))}`.\n\n{batch_table(runs)}\n")
+    print(text)
+    if out_dir is not None:
+        (Path(out_dir) / "BENCHMARK_BATCH.md").write_text(text)
+    return {name: [vars(p) | dict(speedup=p.speedup) for p in points] for name, points in runs.items()}

@@ -71,6 +71,7 @@ class Panel(widgets.VBox):
         self.result: dict = {}
         self.error: Exception | None = None
         super().__init__([widgets.VBox(list(controls.values())), self.html, self.plot])
+        self.add_class("tree-spec-panel")  # how the browser test finds the panels
         for control in controls.values():
             control.observe(self.update, names="value")
         self.update()

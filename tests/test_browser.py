@@ -1,0 +1,168 @@
+"""The panels in a real browser: JupyterLab on 127.0.0.1, headless Chromium, real mouse events.
+
+A notebook showing every kind of panel (speedup, tree, batch, live tree viewer) is executed with
+nbclient and opened in JupyterLab as a learner's fresh clone would be: untrusted, the kernel not yet
+run. Each panel must show its static snapshot (text and plot) there. Then the notebook runs in the
+browser; each panel must render as live controls, and dragging one slider per panel with the mouse
+must change its text and its plot. Needs Debian's `chromium` (`.ci/run` installs it) and the Python
+`playwright` package (its own browser download is not used); skipped without them.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import nbformat
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+PANELS = 4
+CELLS = [
+    "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path.cwd().resolve().parent))\n"
+    "from mini_llm import load_model, load_tokenizer\n"
+    "from tree_spec.widgets import batch_panel, speedup_panel, tree_panel, tree_viewer_panel",
+    "speedup_panel()",
+    "tree_panel()",
+    "batch_panel()",
+    'target, tok = load_model("tiny-qwen3"), load_tokenizer("tiny-qwen3")\n'
+    'tree_viewer_panel(target, target, tok, {"main": tok.encode("def main():\\n    return")}, max_step=6)',
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """(base URL, token, root folder) of a JupyterLab serving a copy of the repo with the panels notebook."""
+    if CHROMIUM is None:
+        pytest.skip("no chromium on this machine (apt-get install chromium; .ci/run does)")
+    pytest.importorskip("playwright.sync_api", reason="pip install playwright (requirements.txt)")
+    root = tmp_path_factory.mktemp("lab")
+    for entry in ("mini_llm", "tree_spec", "models", "practice"):
+        (root / entry).symlink_to(REPO / entry)
+    (root / "notebooks").mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
+    nb.metadata.kernelspec = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    path = root / "notebooks" / "panels.ipynb"
+    nbformat.write(nb, path)
+    from nbclient import NotebookClient
+
+    executed = nbformat.read(path, as_version=4)
+
+    NotebookClient(executed, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(root / "notebooks")}}).execute()
+    nbformat.write(executed, path)  # executed by nbclient, not signed: JupyterLab opens it untrusted
+
+    port, token = free_port(), "browser-test"
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(root / ".runtime"), JUPYTERLAB_WORKSPACES_DIR=str(root / ".ws"),
+               JUPYTERLAB_SETTINGS_DIR=str(root / ".settings"))
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True", "--allow-root",
+         "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        env=env, stdout=subprocess.DEVNULL, stderr=open(root / "lab.log", "w"),
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                if time.time() > deadline or server.poll() is not None:
+                    raise RuntimeError(f"JupyterLab did not start:\n{(root / 'lab.log').read_text()[-3000:]}")
+                time.sleep(1)
+        yield base, token, root
+    finally:
+        server.terminate()
+        try:
+            server.wait(20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def panel_state(page, i: int) -> dict:
+    """Text and plot (image source) of the i-th live panel."""
+    return page.evaluate(
+        """i => { const p = document.querySelectorAll('.tree-spec-panel')[i];
+                  const html = p.querySelector('.widget-html-content');
+                  const img = p.querySelector('.jp-OutputArea-output img');
+                  return {text: html ? html.innerText : null, plot: img ? img.src : null,
+                          sliders: p.querySelectorAll('.noUi-handle').length}; }""",
+        i,
+    )
+
+
+def test_panels_show_a_snapshot_untrusted_then_respond_to_the_mouse_when_run(lab):
+    from playwright.sync_api import sync_playwright
+
+    base, token, root = lab
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{base}/lab/tree/notebooks/panels.ipynb?token={token}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+            page.wait_for_function(
+                "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+                " && window.jupyterapp.shell.currentWidget.context && window.jupyterapp.shell.currentWidget.context.isReady",
+                timeout=60_000)
+
+            # 1. as opened from a fresh clone: a snapshot with text and plot per panel, no object repr
+            page.wait_for_selector(".tree-spec-panel-snapshot", timeout=30_000)
+            snapshots = page.evaluate(
+                """() => [...document.querySelectorAll('.tree-spec-panel-snapshot')].map(s =>
+                       ({text: s.innerText, image: !!s.querySelector('img[src^="data:image/png"]')}))""")
+            assert len(snapshots) == PANELS, snapshots
+            assert all(s["image"] and "Static snapshot" in s["text"] for s in snapshots), snapshots
+            assert "Panel(children" not in page.inner_text(".jp-Notebook")
+            assert page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty") is False
+
+            # 2. run it in the browser: every panel becomes live controls
+            page.wait_for_function(
+                "() => { const s = window.jupyterapp.shell.currentWidget.sessionContext;"
+                " return s.session && s.session.kernel && s.session.kernel.status === 'idle'; }", timeout=120_000)
+            page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            page.wait_for_function(
+                f"() => document.querySelectorAll('.tree-spec-panel').length === {PANELS}"
+                " && [...document.querySelectorAll('.tree-spec-panel')].every(p =>"
+                " p.querySelector('.noUi-handle') && p.querySelector('.jp-OutputArea-output img'))",
+                timeout=240_000)
+            errors = page.evaluate("() => document.querySelectorAll('.jp-OutputArea-output[data-mime-type="
+                                   "\"application/vnd.jupyter.stderr\"]').length")
+            assert errors == 0, page.inner_text(".jp-Notebook")[-3000:]
+
+            # 3. drag one slider per panel with real mouse events: its text and plot change
+            for i in range(PANELS):
+                before = panel_state(page, i)
+                assert before["sliders"] >= 1 and before["text"] and before["plot"], before
+                handle = page.locator(".tree-spec-panel").nth(i).locator(".noUi-handle").first
+                handle.scroll_into_view_if_needed()
+                box = handle.bounding_box()
+                x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+                page.mouse.move(x, y)
+                page.mouse.down()
+                page.mouse.move(x + 60, y, steps=6)
+                page.mouse.up()
+                page.wait_for_function(
+                    """([i, text, plot]) => { const p = document.querySelectorAll('.tree-spec-panel')[i];
+                           const html = p.querySelector('.widget-html-content');
+                           const img = p.querySelector('.jp-OutputArea-output img');
+                           return html && img && html.innerText !== text && img.src !== plot; }""",
+                    arg=[i, before["text"], before["plot"]], timeout=60_000)
+        finally:
+            browser.close()
