@@ -267,6 +267,7 @@ def run_bench(methods: list[Method], prompts: list[list[int]], new_tokens: int, 
     if timer is not None:
         timer.sample(1)
     bar = tqdm(total=len(prompts) * len(methods), desc="bench", unit="run", disable=None)
+    wall_start = time.perf_counter()
     for i, prompt in enumerate(prompts):
         reference = None
         for method in methods:
@@ -293,6 +294,8 @@ def run_bench(methods: list[Method], prompts: list[list[int]], new_tokens: int, 
             bar.update(1)
         if timer is not None:
             timer.sample(1, warmup=False)
+        if bar.disable:  # no terminal (a background run with a log): one line per prompt instead
+            print(f"prompt {i + 1}/{len(prompts)} done, {time.perf_counter() - wall_start:.0f} s", flush=True)
     bar.close()
 
 
