@@ -4,7 +4,7 @@ import matplotlib
 from tests.spec_models import perturbed_copy, prompts, random_model
 from tree_spec import speculative_generate
 from tree_spec.plots import draw_timeline
-from tree_spec.timeline import record_plain, record_speculative
+from tree_spec.timeline import pooled, record_plain, record_speculative
 
 
 def test_timelines_account_for_every_call_and_token():
@@ -28,3 +28,14 @@ def test_timelines_account_for_every_call_and_token():
     assert "forward" not in target.__dict__  # the timing wrapper is removed
     fig = draw_timeline(plain, spec, n_tokens=10)
     assert len(fig.axes[0].get_yticks()) == 2
+
+
+def test_pooled_sums_spans_and_tokens():
+    target = random_model()
+    prompt_a, prompt_b = prompts(target.cfg.vocab_size, 2)
+    runs = [record_speculative(target, perturbed_copy(target), p, 12, k=2) for p in (prompt_a, prompt_b)]
+    ms, count = pooled(runs, "verify")
+    assert count == sum(len(r.output.accepted_per_call) for r in runs)
+    assert abs(ms - sum(s.ms for r in runs for s in r.spans if s.kind == "verify")) < 1e-9
+    elapsed, tokens = pooled(runs)
+    assert tokens == 2 * 11 and abs(elapsed - sum(r.ms_per_token() * r.committed for r in runs)) < 1e-6

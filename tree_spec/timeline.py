@@ -25,6 +25,7 @@ from mini_llm import Transformer, generate
 from .chain import speculative_generate
 from .costs import one_thread
 from .drafters import Drafter, as_drafter
+from .output import SpecOutput
 
 
 @dataclass
@@ -40,11 +41,12 @@ class Span:
 
 @dataclass
 class Timeline:
-    """The spans of one generation, in order, and the generated tokens."""
+    """The spans of one generation, in order, the generated tokens, and (speculative runs) the SpecOutput."""
 
     label: str
     spans: list[Span] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
+    output: SpecOutput | None = None
 
     def mean_ms(self, kind: str) -> float:
         """Mean duration of the spans of one kind (0.0 when there are none)."""
@@ -56,11 +58,28 @@ class Timeline:
         """The spans that commit tokens after the prefill (decode steps, or verify passes)."""
         return [s for s in self.spans if s.kind in ("decode", "verify")]
 
-    def ms_per_token(self) -> float:
-        """ms from the end of the prefill to the end of the last call, per token committed after the prefill."""
+    @property
+    def elapsed_ms(self) -> float:
+        """ms from the end of the prefill to the end of the last call (bars and the gaps between them)."""
         prefill_end = next((s.start_ms + s.ms for s in self.spans if s.kind == "prefill"), 0.0)
-        last = self.spans[-1]
-        return (last.start_ms + last.ms - prefill_end) / sum(s.tokens for s in self.committing)
+        return self.spans[-1].start_ms + self.spans[-1].ms - prefill_end
+
+    @property
+    def committed(self) -> int:
+        """Tokens committed after the prefill."""
+        return sum(s.tokens for s in self.committing)
+
+    def ms_per_token(self) -> float:
+        """elapsed_ms / committed: the measured time per token after the prefill, loop overhead included."""
+        return self.elapsed_ms / self.committed
+
+
+def pooled(timelines: Sequence[Timeline], kind: str | None = None) -> tuple[float, int]:
+    """(total ms, count) over several timelines: of the spans of one kind, or (kind None) elapsed ms and tokens."""
+    if kind is None:
+        return sum(t.elapsed_ms for t in timelines), sum(t.committed for t in timelines)
+    spans = [s for t in timelines for s in t.spans if s.kind == kind]
+    return sum(s.ms for s in spans), len(spans)
 
 
 def _clock(device: torch.device) -> Callable[[], float]:
@@ -122,4 +141,4 @@ def record_speculative(
         raise RuntimeError(f"{len(verifies)} verify forwards timed, {len(out.accepted_per_call)} recorded")
     for span, accepted in zip(verifies, out.accepted_per_call):
         span.tokens = accepted + 1
-    return Timeline(f"speculative, k = {k}", spans, out.tokens)
+    return Timeline(f"speculative, k = {k}", spans, out.tokens, out)
