@@ -14,7 +14,7 @@ from typing import Any
 
 from . import references
 from .catalog import Exercise
-from .runner import Job, RunResult, start
+from .runner import OUTPUT_CAP_BYTES, Job, RunResult, start
 from .settings import Settings
 
 _lock = threading.Lock()
@@ -76,10 +76,9 @@ def judge_run(cases: ModuleType, data: dict[str, Any], run: RunResult, settings:
     from .spec import Context
     from .wire import decode
 
-    printed = run.printed
-    if run.printed_bytes > len(printed.encode()):
-        printed = f"[... {run.printed_bytes:,} bytes printed; the last {len(printed.encode()):,} kept ...]\n" + printed
-    result: dict[str, Any] = {"cases": [], "printed": printed}
+    result: dict[str, Any] = {"cases": [], "printed": run.printed}
+    if run.printed_bytes > len(run.printed.encode()):
+        result["printed_note"] = f"{run.printed_bytes:,} bytes printed; the last {OUTPUT_CAP_BYTES:,} kept"
     ctx = Context(settings.device, settings.model_path())
     all_cases = cases.cases(ctx)
     names = [c.name for c in all_cases]

@@ -37,7 +37,8 @@ def verdict(result: dict[str, Any], title: str) -> str:
         lines += ["", *result["detail"].rstrip().splitlines()]
     printed = [line for line in (result.get("printed") or "").splitlines() if line.strip()]
     if printed and result["status"] != "pass":
-        lines += ["", "Your code printed (last lines):", *("  " + p[:300] for p in printed[-MAX_PRINTED_LINES:])]
+        note = f"; {result['printed_note']}" if result.get("printed_note") else ""
+        lines += ["", f"Your code printed (last lines{note}):", *("  " + p[:300] for p in printed[-MAX_PRINTED_LINES:])]
     passed = sum(c["ok"] for c in cases)
     summary = HEADLINES.get(result["status"], result["status"].upper())
     if cases:

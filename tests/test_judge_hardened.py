@@ -1,0 +1,219 @@
+"""The judge against a learner who forges, breaks or floods: verdicts, references and limits.
+
+Every learner file here runs in the judge's worker subprocess; the verdict is made in this process.
+References and the model are private copies (see test_judge.py), never the shipped files.
+"""
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from practice.judgekit import cli
+from practice.judgekit.catalog import discover
+from practice.judgekit.settings import PRACTICE, REPO, Settings
+
+SOLUTION = PRACTICE / "exercises/04-tree-size/solution.py"
+
+
+def judge(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(list(args))
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    model = Path(os.environ.get("SPEC_JUDGE_MODEL") or REPO / "models" / "tiny-qwen3")
+    if not model.is_dir():
+        pytest.skip(f"model {model} missing")
+    root = tmp_path_factory.mktemp("judge-hardened")
+    shutil.copytree(model, root / "model")
+    shutil.copytree(PRACTICE / "references", root / "references")
+    opts = ["--workspace", str(root / "workspace"), "--references", str(root / "references"),
+            "--model", str(root / "model")]
+    code, out = judge(*opts, "record", "--stale")
+    assert code == 0, out
+    return {"opts": opts, "root": root}
+
+
+def learner_file(tmp_path: Path, text: str, name: str = "mine.py") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+WRONG_TREE_SIZE = "def tree_size(b, batch=1):\n    return 0\n"
+
+
+def test_writing_pass_lines_into_the_results_file_does_not_forge_a_pass(env, tmp_path):
+    forger = """import json, sys
+from pathlib import Path
+results = Path(sys.argv[2]) / "results.jsonl"
+with open(results, "a") as f:
+    for line in ({"id": 0, "status": "pass", "cases": []}, {"done": True}):
+        f.write(json.dumps(line) + "\\n")
+""" + WRONG_TREE_SIZE
+    code, out = judge(*env["opts"], "test", "4", str(learner_file(tmp_path, forger)))
+    assert code == 1 and "PASS" not in out, out
+
+
+def test_forging_case_outputs_is_detected_as_tampering(env, tmp_path):
+    forger = """import json, sys
+from pathlib import Path
+with open(Path(sys.argv[2]) / "results.jsonl", "a") as f:
+    f.write(json.dumps({"case": "[2, 2, 1, 1] at batch 1", "output": [14, 14]}) + "\\n")
+""" + WRONG_TREE_SIZE
+    code, out = judge(*env["opts"], "test", "4", str(learner_file(tmp_path, forger)))
+    assert code == 1 and "tampered" in out, out
+
+
+def test_patching_the_comparison_torch_and_the_check_does_not_forge_a_pass(env, tmp_path):
+    patcher = """import sys
+import torch
+import practice.judgekit.compare as compare
+compare.tokens_mismatch = compare.int_mismatch = compare.tensor_mismatch = lambda *a, **k: None
+torch.equal = lambda *a: True
+torch.allclose = lambda *a, **k: True
+for module in list(sys.modules.values()):
+    if hasattr(module, "check") and hasattr(module, "MISTAKES"):
+        module.check = lambda *a: None
+
+
+def tree_mask(parents):
+    return torch.zeros(len(parents), len(parents), dtype=torch.bool)
+"""
+    code, out = judge(*env["opts"], "test", "1", str(learner_file(tmp_path, patcher)))
+    assert code == 1 and "FAIL" in out and "PASS" not in out, out
+
+
+def test_changed_or_deleted_reference_is_reported_by_test_and_doctor(env, tmp_path):
+    refs = tmp_path / "refs"
+    shutil.copytree(env["root"] / "references", refs)
+    opts = [*env["opts"][:2], "--references", str(refs), *env["opts"][4:]]
+    pt = refs / "04-tree-size.pt"
+    pt.write_bytes(pt.read_bytes() + b"\0")
+    code, out = judge(*opts, "test", "4", str(SOLUTION))
+    assert code == 1 and "REFERENCE CHANGED OR MISSING" in out and "was changed" in out, out
+    assert "git checkout -- " in out and "python practice/judge.py record 04" in out
+    code, out = judge(*opts, "doctor")
+    assert code == 1 and "NOT GRADABLE (bad-reference)" in out, out
+    pt.unlink()
+    code, out = judge(*opts, "test", "4", str(SOLUTION))
+    assert code == 1 and "is missing" in out, out
+    code, out = judge(*opts, "record", "--stale")
+    assert code == 0 and "04-tree-size" in out, out
+    assert judge(*opts, "test", "4", str(SOLUTION))[0] == 0
+
+
+def test_check_is_immune_to_a_wrong_file_that_mutates_the_model(env, tmp_path):
+    exercises = tmp_path / "exercises"
+    shutil.copytree(PRACTICE / "exercises/10-tree-forward", exercises / "10-tree-forward")
+    (exercises / "10-tree-forward/wrong/aaa_mutates_model.py").write_text(
+        "import torch\n\n\ndef tree_logits(model, prefix, tokens, parents):\n"
+        "    with torch.no_grad():\n        for p in model.parameters():\n            p.mul_(0.5)\n"
+        "    return torch.zeros(len(tokens), model.cfg.vocab_size)\n")
+    root = env["root"]
+    settings = Settings(exercises=exercises, references=root / "references", workspace=tmp_path / "ws",
+                        model=str(root / "model"))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.cmd_check(settings, discover(exercises))
+    assert code == 0, out.getvalue()
+    assert "aaa_mutates_model.py" in out.getvalue()
+
+
+def test_out_of_memory_is_reported_as_such(env, tmp_path):
+    hog = "import torch\n\n\ndef tree_size(b, batch=1):\n    return int(torch.ones(2**28).sum())\n"  # 1 GiB
+    code, out = judge(*env["opts"], "--memory", "256", "test", "4", str(learner_file(tmp_path, hog)))
+    assert code == 1 and "OUT OF MEMORY" in out and "256 MiB" in out, out
+
+
+def torch_import_seconds() -> float:
+    start = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import torch"], check=True)
+    return time.monotonic() - start
+
+
+def test_endless_loop_in_a_fast_exercise_is_stopped_after_the_scaled_limit(env, tmp_path):
+    """Exercise 04 runs in milliseconds: its limit is the 10 s minimum, counted once torch is imported."""
+    loop = "def tree_size(b, batch=1):\n    while True:\n        pass\n"
+    start = time.monotonic()
+    code, out = judge(*env["opts"], "test", "4", str(learner_file(tmp_path, loop)))
+    wall = time.monotonic() - start
+    assert code == 1 and "TIMEOUT" in out and "did not finish within 10 s" in out, out
+    assert wall <= 15 + torch_import_seconds(), f"{wall:.1f} s"
+
+
+def test_a_live_thread_does_not_hold_the_verdict(env, tmp_path):
+    sleeper = ("import threading, time\nthreading.Thread(target=lambda: time.sleep(600)).start()\n"
+               + SOLUTION.read_text())
+    start = time.monotonic()
+    code, out = judge(*env["opts"], "test", "4", str(learner_file(tmp_path, sleeper)))
+    assert code == 0 and "PASS" in out, out
+    assert time.monotonic() - start < 60
+
+
+def test_printed_output_is_capped(env, tmp_path):
+    spam = "def tree_size(b, batch=1):\n    for i in range(200_000):\n        print('line', i)\n    return 0\n"
+    code, out = judge(*env["opts"], "test", "4", str(learner_file(tmp_path, spam)))
+    assert code == 1 and "line 199999" in out and "bytes printed; the last 64,000 kept" in out, out
+    assert len(out) < 20_000
+
+
+def test_a_mistake_is_named_only_when_it_explains_every_failing_case(env, tmp_path):
+    """speedup alone lacks the bonus token: the 'no bonus' model also breaks expected_tokens, so no guess;
+    when both lack it, the model explains every failing case and is named."""
+    solution = (PRACTICE / "exercises/08-speedup-math/solution.py").read_text()
+    speedup_only = solution + ("\n\ndef speedup(alpha, k, c):\n"
+                               "    return (expected_tokens(alpha, k) - 1) / (k * c + 1)\n")
+    code, out = judge(*env["opts"], "test", "8", str(learner_file(tmp_path, speedup_only)))
+    assert code == 1 and "Likely mistake" not in out, out
+    assert "Failing cases:\n  speedup:\n    speedup(alpha=0.8" in out, out
+    both = solution + "\n\n_right = expected_tokens\n\n\ndef expected_tokens(alpha, k):\n    return _right(alpha, k) - 1\n"
+    code, out = judge(*env["opts"], "test", "8", str(learner_file(tmp_path, both, "both.py")))
+    assert code == 1 and "Likely mistake: the target's own token" in out, out
+    assert "Failing cases (the first 3 of 6):\n  expected_tokens:" in out, out
+
+
+def test_outputs_travel_without_pickle():
+    import torch
+
+    from practice.judgekit.wire import Opaque, decode, encode
+
+    value = ([1, 2.5, None, "x"], (torch.arange(3), {"a": torch.ones(2, dtype=torch.bool)}), object())
+    tensors: dict = {}
+    tree = encode(value, tensors)
+    json.dumps(tree)  # plain JSON
+    back = decode(tree, tensors)
+    assert back[0] == [1, 2.5, None, "x"] and torch.equal(back[1][0], torch.arange(3))
+    assert back[1][1]["a"].dtype == torch.bool and isinstance(back[2], Opaque) and back[2].type_name == "object"
+
+
+def test_worker_never_receives_the_references(env, tmp_path):
+    """The worker's job names no reference data for grading; the parent alone reads the .pt."""
+    from practice.judgekit.runner import Job, start
+
+    ex = next(e for e in discover(PRACTICE / "exercises") if e.number == 4)
+    settings = Settings(references=env["root"] / "references", model=str(env["root"] / "model"))
+    run = start(Job(ex, SOLUTION), settings, "grade", "cpu", 60).wait()
+    job = json.loads((run.outdir / "job.json").read_text())
+    assert job["mode"] == "grade" and all("expected" not in json.dumps(e) for e in run.events)
+    assert [e["case"] for e in run.events if "case" in e] and any("done" in e for e in run.events)
+    run.tmp.cleanup()
+
+
+def test_record_refuses_cuda_without_a_gpu(env):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: `record --device cuda` would record")
+    code, out = judge(*env["opts"], "record", "--device", "cuda", "04")
+    assert code == 1 and "no CUDA GPU" in out, out
