@@ -2,12 +2,15 @@
 rows follow the target's distribution (chi-square, with a biased verifier as the negative control)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from mini_llm import Config, Transformer, generate, generate_batch
 from tree_spec import NGramDrafter, QuantizedSelfDrafter, batch_speculative_generate, speculative_generate
 from tree_spec import sampling
+from tree_spec.batch import batch_sweep, batch_table, crossover
 from tree_spec.speedup import chi_square
 
 from .spec_models import perturbed_copy, random_model
@@ -151,3 +154,15 @@ def test_biased_batch_sampler_is_detected(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(sampling, "residual", lambda target_probs, draft_probs: target_probs)
     p_values = per_row_p_values(seed=0)
     assert max(p_values) < P_REJECT, p_values
+
+
+def test_batch_sweep_counts_every_token_and_finds_the_first_batch_below_one(target: Transformer) -> None:
+    prompts = batch_of(3, target.cfg.vocab_size, seed=11)
+    points = batch_sweep(target, NGramDrafter(target.cfg.vocab_size), prompts, (1, 4), 6, k=2)
+    assert [p.batch for p in points] == [1, 4]
+    assert all(p.identical and p.plain_tokens == p.spec_tokens == 6 * p.batch for p in points)
+    assert all(p.plain_seconds > 0 and p.spec_seconds > 0 and p.target_calls >= p.batch for p in points)
+    fake = [replace(points[0], batch=b, spec_seconds=points[0].plain_seconds * f) for b, f in ((1, 0.5), (2, 1.25), (4, 0.9))]
+    assert [round(p.speedup, 6) for p in fake] == [2.0, 0.8, round(1 / 0.9, 6)]
+    assert crossover(fake) == 2 and crossover(fake[:1]) is None
+    assert "| n-gram | 2 |" in batch_table({"n-gram": fake})
