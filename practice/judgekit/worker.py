@@ -177,6 +177,8 @@ def record(job: dict[str, Any], ctx: Context, emit) -> dict[str, Any]:
 def main(job_file: str, outdir: str) -> None:
     job = json.loads(Path(job_file).read_text())
     torch.set_num_threads(int(job.get("threads", 1)))
+    torch.backends.cuda.matmul.allow_tf32 = False  # float32 on a GPU means float32: references stay comparable
+    torch.backends.cudnn.allow_tf32 = False
     ctx = Context(job["device"], Path(job["model_path"]))
     out = open(Path(outdir) / "results.jsonl", "a")
 
