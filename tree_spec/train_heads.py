@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
+from tqdm import tqdm  # the plain bar: disable=None turns it off where output is not a terminal (notebooks)
 
 from mini_llm import Transformer, generate, load_model, load_tokenizer
 from mini_llm.load import MODELS_DIR, resolve_model_path
