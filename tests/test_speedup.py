@@ -1,7 +1,9 @@
 """The speedup formulas, the chapter's roofline table (every printed number), tail latency, chi-square."""
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,6 +18,8 @@ from tree_spec.speedup import (
     roofline_step_time,
     simulate_tail,
     speedup_table,
+    tau_from_acceptance_ratio,
+    tau_from_alpha_at_depth,
     tree_expected_tokens,
     tree_node_count,
     tree_verify_tokens,
@@ -102,3 +106,104 @@ def test_chi_square() -> None:
     assert statistic == pytest.approx((9 - 6) ** 2 / 6 + 3**2 / 44)
     counts = torch.tensor([3.0, 0.0, 1.0])
     assert chi_square(counts, counts)[1] == 1.0  # the pooled bin absorbs bins until it reaches 5: one bin left
+
+
+# ---------------------------------------------------------------- the two acceptance rates, measured
+class IIDDrafter:
+    """A synthetic drafter: its token at each position equals the target's greedy token with probability alpha,
+    independently per position (a fixed generator), else a different token. Built from the target's own
+    greedy continuation, so E(alpha, k) is the exact expectation of tokens per verify."""
+
+    def __new__(cls, *args, **kwargs):
+        from tree_spec.drafters import Drafter
+
+        class _IID(Drafter):
+            def __init__(self, greedy: list[int], vocab: int, alpha: float, seed: int) -> None:
+                super().__init__()
+                self.greedy, self.vocab, self.alpha = greedy, vocab, alpha
+                self.generator = torch.Generator().manual_seed(seed)
+
+            vocab_size = property(lambda self: self.vocab)
+            device = property(lambda self: torch.device("cpu"))
+
+            def reset(self, max_len: int) -> None:
+                pass
+
+            def next_logits(self, context, tokens, parents, frontier):
+                self.calls += 1
+                logits = torch.zeros(len(frontier), self.vocab)
+                for row, node in enumerate(frontier):
+                    depth, n = 0, node
+                    while parents[n] != -1:
+                        depth, n = depth + 1, parents[n]
+                    truth = self.greedy[len(context) + depth + 1]  # the target's token after this node's path
+                    hit = torch.rand(1, generator=self.generator).item() < self.alpha
+                    other = (truth + 1 + int(torch.randint(self.vocab - 1, (1,), generator=self.generator))) % self.vocab
+                    logits[row, truth if hit else other] = 10.0
+                return logits
+
+        return _IID(*args, **kwargs)
+
+
+def _iid_runs(alpha: float, k: int, n_prompts: int = 6, new_tokens: int = 200):
+    from mini_llm import generate
+    from tests.spec_models import prompts, random_model
+    from tree_spec.chain import speculative_generate
+
+    target = random_model(seed=11, max_position_embeddings=512)
+    outs = []
+    for i, prompt in enumerate(prompts(target.cfg.vocab_size, n_prompts, seed=3)):
+        greedy = prompt + generate(target, torch.tensor([prompt]), new_tokens + k + 1)[0].tolist()
+        drafter = IIDDrafter(greedy, target.cfg.vocab_size, alpha, seed=i)
+        out = speculative_generate(target, drafter, prompt, new_tokens, k=k)
+        assert out.tokens == greedy[len(prompt):len(prompt) + new_tokens]  # greedy identity
+        outs.append(out)
+    return outs
+
+
+@pytest.mark.parametrize("alpha,k", [(0.6, 4), (0.85, 3)])
+def test_e_of_the_per_position_rate_predicts_tau_on_an_iid_drafter(alpha, k) -> None:
+    outs = _iid_runs(alpha, k)
+    passes = sum(o.target_calls - 1 for o in outs)  # minus the prefills
+    accepted = sum(sum(o.accepted_per_call) for o in outs)
+    proposed = sum(o.proposed for o in outs)
+    reached = sum(sum(o.reached_at_depth) for o in outs)
+    tau_per_pass = 1 + accepted / passes
+    per_position = accepted / reached  # pooled SpecOutput.alpha over the runs
+    ratio = accepted / proposed  # pooled SpecOutput.acceptance_ratio
+    # ~250 passes: the per-position estimate's standard error is about 0.02, so 0.06 is 3 of them
+    assert per_position == pytest.approx(alpha, abs=0.06)
+    assert tau_per_pass == pytest.approx(expected_tokens_per_verify(per_position, k), rel=0.10)
+    assert tau_per_pass == pytest.approx(expected_tokens_per_verify(alpha, k), rel=0.10)
+    # the other rate is not α: fed into E it underestimates τ by more than the tolerance
+    assert ratio < per_position
+    assert expected_tokens_per_verify(ratio, k) < 0.9 * tau_per_pass
+
+
+def test_chain_tau_is_one_plus_k_times_the_acceptance_ratio() -> None:
+    # live runs: exact per run, with the drafted tokens per pass (the last pass may be cut at the budget)
+    for out in _iid_runs(0.7, 4, n_prompts=3, new_tokens=120):
+        passes = out.target_calls - 1
+        assert 1 + sum(out.accepted_per_call) / passes == pytest.approx(
+            1 + out.proposed / passes * out.acceptance_ratio)
+        # per-depth α products give the same tokens per pass, up to the passes shortened at the budget
+        assert tau_from_alpha_at_depth(out.alpha_at_depth) == pytest.approx(1 + sum(out.accepted_per_call) / passes,
+                                                                           rel=0.02)
+    # recorded runs: every chain row of the committed benchmark, τ per pass vs 1 + k · ratio
+    bench = json.loads((Path(__file__).resolve().parent.parent / "models" / "benchmark.json").read_text())
+    chains = [r for r in bench["rows"] if r["form"].startswith("chain k=") and r.get("acceptance_ratio")]
+    assert chains, "the recorded benchmark has chain rows with an acceptance ratio"
+    for r in chains:
+        k = int(r["form"].split("k=")[1].split()[0])
+        passes = r["target_calls"] - bench["prompts"]
+        tau_per_pass = (r["tokens"] - bench["prompts"]) / passes
+        # the last pass of each prompt may draft fewer than k (token budget): at most 1 pass in ~30 per prompt
+        assert tau_per_pass == pytest.approx(tau_from_acceptance_ratio(r["acceptance_ratio"], k), rel=0.03)
+
+
+def test_tau_helpers() -> None:
+    assert tau_from_alpha_at_depth([0.8] * 4) == pytest.approx(expected_tokens_per_verify(0.8, 4))
+    assert tau_from_alpha_at_depth([0.9, 0.5]) == pytest.approx(1 + 0.9 + 0.45)
+    assert tau_from_acceptance_ratio(0.5, 4) == 3.0
+    with pytest.raises(ValueError):
+        tau_from_acceptance_ratio(1.5, 4)
