@@ -271,3 +271,46 @@ def draw_head_training(logs: dict[str, dict]) -> Figure:
         ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def draw_chain_step(prefix: str, drafts: Sequence[str], n_accepted: int, correction: str, ax: Axes | None = None) -> Figure:
+    """One chain step as three rows: the draft's k guesses, the target's single verify pass, what gets committed.
+
+    The first n_accepted drafts are accepted (green); the next one is rejected (red) and replaced by `correction`
+    (orange, from the residual); later drafts and the target's bonus row are dropped (grey). With n_accepted == k
+    every draft is kept and the bonus row supplies the extra token.
+    """
+    green, red, orange, grey, blue = "#2da44e", "#cf222e", "#bf8700", "#d0d7de", "#0969da"
+    k = len(drafts)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 3.6))
+
+    def box(x, y, text, color, fg="white", w=0.9):
+        ax.text(x, y, text, ha="center", va="center", color=fg, fontsize=10, family="monospace",
+                bbox=dict(boxstyle="round,pad=0.35", fc=color, ec="none"))
+
+    rows = {2: f"draft: {k} cheap forwards", 1: f"target: ONE forward,\n{k + 1} distributions", 0: "committed"}
+    for y, label in rows.items():
+        ax.text(-1.1, y, label, ha="right", va="center", fontsize=9)
+        box(0, y, prefix, blue)
+    for i, draft in enumerate(drafts, start=1):
+        accepted, rejected = i <= n_accepted, i == n_accepted + 1
+        box(i + 0.3, 2, repr(draft), green if accepted else red if rejected else grey)
+        if accepted or rejected:
+            box(i + 0.3, 1, "✓ accept" if accepted else "✗ reject", green if accepted else red)
+            box(i + 0.3, 0, repr(draft) if accepted else repr(correction), green if accepted else orange)
+    bonus_used = n_accepted == k
+    box(k + 1.3, 1, "bonus row:\n" + ("used" if bonus_used else "dropped"), blue if bonus_used else grey,
+        fg="white" if bonus_used else "black")
+    if bonus_used:
+        box(k + 1.3, 0, repr(correction), blue)
+    ax.text(k + 2.3, 0, f"+{n_accepted + 1} tokens\nfor 1 target pass", ha="center", va="center", fontsize=10,
+            weight="bold")
+    if not bonus_used:
+        ax.text(n_accepted + 1.3, -0.55, "from residual\nnorm(max(0, target − draft))", ha="center", va="top",
+                fontsize=8, color=orange)
+    ax.set(xlim=(-3.2, k + 3.2), ylim=(-1.2, 2.5))
+    ax.axis("off")
+    ax.set_title(f"one speculative step: {k} drafted, {n_accepted} accepted, then the target's own token")
+    ax.figure.tight_layout()
+    return ax.figure
