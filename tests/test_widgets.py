@@ -11,12 +11,22 @@ import torch
 from mini_llm import generate, load_model, load_tokenizer
 from tree_spec.drafters import QuantizedSelfDrafter
 from tree_spec.plots import draw_mask, draw_tree
-from tree_spec.speedup import expected_speedup, expected_tokens_per_verify, speedup_table, tree_node_count
+from tree_spec import ModelDrafter, tree_speculative_generate
+from tree_spec.costs import COSTS_DIR, CostCurve
+from tree_spec.prompts import held_out_prompts
+from tree_spec.speedup import (
+    expected_speedup, expected_tokens_per_verify, speedup_table, tree_expected_tokens, tree_node_count,
+)
+from tree_spec.tune import load_profile
 from tree_spec.widgets import (
+    H100,
+    IID,
+    THIS_MACHINE,
     batch_panel,
     batch_report,
     chain_break_even_alpha,
     inspect_tree_step,
+    parse_branching,
     speedup_panel,
     tree_panel,
     tree_report,
@@ -54,7 +64,7 @@ def test_chain_break_even_alpha_solves_speedup_one():
 
 
 def test_tree_panel_turns_slower_when_verifying_its_nodes_costs_too_much():
-    panel = tree_panel(width=2, depth=4, hit_rate=0.6)
+    panel = tree_panel(width=2, depth=4, hit_rate=0.6, draft_cost=0.05, hit_model=IID, hardware=H100)
     assert panel.result["nodes"] == tree_node_count([2, 2, 2, 2]) == 30
     assert panel.result["speedup"] > 1 and "faster" in panel.html.value
     panel.controls["width"].value = 6
@@ -65,7 +75,7 @@ def test_tree_panel_turns_slower_when_verifying_its_nodes_costs_too_much():
 
 
 def test_tree_panel_batch_makes_a_good_tree_slower():
-    panel = tree_panel(width=2, depth=4, hit_rate=0.6)
+    panel = tree_panel(width=2, depth=4, hit_rate=0.6, draft_cost=0.05, hit_model=IID, hardware=H100)
     assert panel.result["speedup"] > 1
     panel.controls["batch"].value = 256
     assert panel.result["verify_tokens"] == 256 * 31
@@ -78,6 +88,64 @@ def test_tree_report_chain_matches_the_chain_formula():
     assert r["verify_ms"] == pytest.approx(r["decode_ms"])
     assert r["speedup"] == pytest.approx(expected_speedup(0.8, 4, 0.05))
     assert r["speedup"] == pytest.approx(r["chain_speedup"])
+    assert tree_report(2, 3, 0.6)["expected_tokens"] == pytest.approx(tree_expected_tokens([2, 2, 2], 0.6))
+
+
+def test_tree_panel_takes_any_branching_list_and_this_machines_cost_curve():
+    curve = CostCurve.from_json(COSTS_DIR / "tiny-qwen3.json")
+    panel = tree_panel(hit_model=IID, hardware=THIS_MACHINE, hit_rate=0.6, draft_cost=0.1)
+    panel.controls["branching"].value = "2, 2, 1, 1"
+    r = panel.result
+    assert r["branching"] == [2, 2, 1, 1] and r["nodes"] == 14
+    assert r["verify_ms"] == pytest.approx(curve.ms(15)) and r["decode_ms"] == pytest.approx(curve.ms(1))
+    assert r["draft_ms"] == pytest.approx(4 * 0.1 * curve.ms(1))
+    assert r["expected_tokens"] == pytest.approx(tree_expected_tokens([2, 2, 1, 1], 0.6))
+    assert "this machine" in panel.html.value and "2, 2, 1, 1" in panel.html.value
+    panel.controls["hardware"].value = H100
+    assert panel.result["verify_ms"] == pytest.approx(tree_report(2, 4, 0.6, 0.1, branching=[2, 2, 1, 1])["verify_ms"])
+    panel.controls["branching"].value = ""  # back to width x depth
+    assert panel.result["branching"] == [2, 2, 2, 2]
+    with pytest.raises(ValueError, match="comma-separated"):
+        parse_branching("2;2")
+
+
+def test_tree_panel_hit_model_is_the_measured_profile_and_the_slider_scales_it():
+    profile = load_profile("small-model")
+    if profile is None:
+        pytest.skip("no models/tuned/small-model.json")
+    top1 = profile.reach([1])[0]
+    measured = tree_report(2, 4, top1, branching=[2, 2, 1, 1], profile=profile)
+    assert measured["reach"] == pytest.approx(profile.reach([2, 2, 1, 1]))
+    panel = tree_panel(branching="2,2,1,1")  # defaults: the small draft's profile, this machine
+    assert panel.result["hit_rate"] == pytest.approx(top1, abs=0.005)
+    assert "measured rank profile of small-model" in panel.html.value and "this machine" in panel.html.value
+    panel.controls["hit_rate"].value = round(top1 / 2, 2)  # every level's pass rate halved
+    halved = panel.result["reach"]
+    assert halved[0] == pytest.approx(measured["reach"][0] * round(top1 / 2, 2) / top1)
+    assert halved[-1] < measured["reach"][-1] / 8
+    # width buys what the measured ranks say, far less than independent candidates at the same top-1 rate
+    iid = tree_report(4, 1, top1)["expected_tokens"]
+    assert tree_report(4, 1, top1, profile=profile)["expected_tokens"] < iid - 0.1
+
+
+@pytest.mark.slow
+def test_measured_profile_predicts_tokens_per_pass_of_the_small_draft_within_10_percent(target_model, tokenizer):
+    """Issue 12's acceptance: fed the small draft's measured rank profile, the tree widget's hit model predicts
+    the tokens per verify pass that tree decoding with [2, 2, 1, 1] measures on held-out prompts within 10 %."""
+    profile = load_profile("small-model")
+    if profile is None:
+        pytest.skip("no models/tuned/small-model.json")
+    predicted = tree_report(2, 4, profile.reach([1])[0], branching=[2, 2, 1, 1], profile=profile)["expected_tokens"]
+    drafter = ModelDrafter(load_model("tiny-qwen3-draft"))
+    accepted = passes = 0
+    for prompt in held_out_prompts(tokenizer, 8):  # other files than the profile's 16 where n differs
+        out = tree_speculative_generate(target_model, drafter, prompt, 96, branching=[2, 2, 1, 1])
+        full = out.accepted_per_call[:-4]  # a pass drafts fewer levels only when < 5 tokens remain: the last <= 4
+        accepted += sum(full)
+        passes += len(full)
+    measured = 1 + accepted / passes
+    print(f"tokens per pass: predicted {predicted:.3f}, measured {measured:.3f} over {passes} passes")
+    assert abs(predicted - measured) / measured < 0.10
 
 
 def test_batch_panel_reproduces_the_chapter_rows():

@@ -2,12 +2,18 @@
 
 Both read the target's features that the generation loop passes to `observe` (one row per committed
 token) and turn head outputs into logits with the target's own final norm + LM head.
+
+A reduced draft vocabulary (`draft_vocab`, EAGLE-3's d2t idea): the LM head is evaluated only on the rows
+of those token ids (e.g. the N most frequent target tokens, `tree_spec.tune.frequent_tokens`); every other
+token gets logit -inf, so the drafter never proposes it. Verification is unchanged, so greedy outputs stay
+identical to the target's; only acceptance can drop (when the target's token is outside the subset).
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 
 from mini_llm import KVCache, Transformer
 
@@ -17,15 +23,44 @@ from .topology import depths
 
 
 class _FeatureDrafter(Drafter):
-    """Shared bookkeeping: the target, a head, and how many feature rows have been observed."""
+    """Shared bookkeeping: the target, a head, how many feature rows have been observed, the draft vocabulary.
 
-    def __init__(self, target: Transformer, head: torch.nn.Module) -> None:
+    draft_vocab: LongTensor [N] of token ids the drafter may propose (None: the whole vocabulary).
+    """
+
+    def __init__(self, target: Transformer, head: torch.nn.Module, draft_vocab: torch.Tensor | None = None) -> None:
         super().__init__()
         self.target, self.head = target, head.to(target.device).eval()
         self.seen = 0
+        self.draft_vocab: torch.Tensor | None = None
+        self._vocab_weight: torch.Tensor | None = None
+        if draft_vocab is not None:
+            self.set_draft_vocab(draft_vocab)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.head.kind}, {sum(p.numel() for p in self.head.parameters()):,} parameters)"
+        vocab = "" if self.draft_vocab is None else f", draft vocabulary {len(self.draft_vocab)}"
+        return f"{type(self).__name__}({self.head.kind}, {sum(p.numel() for p in self.head.parameters()):,} parameters{vocab})"
+
+    def set_draft_vocab(self, draft_vocab: torch.Tensor | Sequence[int] | None) -> None:
+        """Restrict proposals to the token ids `draft_vocab` [N] (None: the full vocabulary again)."""
+        if draft_vocab is None:
+            self.draft_vocab = self._vocab_weight = None
+            return
+        ids = torch.as_tensor(draft_vocab, dtype=torch.long, device=self.target.device).unique()
+        if ids.numel() == 0 or int(ids.min()) < 0 or int(ids.max()) >= self.vocab_size:
+            raise ValueError(f"draft_vocab must be non-empty token ids in [0, {self.vocab_size})")
+        t = self.target
+        weight = t.embed_tokens.weight if t.cfg.tie_word_embeddings else t.lm_head.weight
+        self.draft_vocab, self._vocab_weight = ids, weight[ids].contiguous()
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Head outputs [n, C] -> draft logits [n, V]: the target's final norm + LM head (only the draft
+        vocabulary's rows when one is set; -inf elsewhere)."""
+        if self.draft_vocab is None:
+            return self.target.logits_from_hidden(hidden)
+        small = F.linear(self.target.norm(hidden), self._vocab_weight)  # [n, N]
+        full = small.new_full((*small.shape[:-1], self.vocab_size), float("-inf"))
+        return full.index_copy_(-1, self.draft_vocab, small)
 
     @property
     def vocab_size(self) -> int:
@@ -52,8 +87,8 @@ class MedusaDrafter(_FeatureDrafter):
 
     feature_layers = ()
 
-    def __init__(self, target: Transformer, heads: MedusaHeads) -> None:
-        super().__init__(target, heads)
+    def __init__(self, target: Transformer, heads: MedusaHeads, draft_vocab: torch.Tensor | None = None) -> None:
+        super().__init__(target, heads, draft_vocab)
         self.last: torch.Tensor | None = None  # [C]: feature of the last committed token
         self._logits_for, self._logits = -1, None
 
@@ -70,7 +105,7 @@ class MedusaDrafter(_FeatureDrafter):
     ) -> torch.Tensor:
         self._check_aligned(context)
         if self._logits_for != len(context):
-            self._logits = self.target.logits_from_hidden(self.head(self.last))  # [K, V]
+            self._logits = self.logits(self.head(self.last))  # [K, V]
             self._logits_for = len(context)
             self.calls += 1
         depth = depths(parents)
@@ -91,8 +126,8 @@ class HeadDrafter(_FeatureDrafter):
     node's input is known once its parent was on a previous frontier.
     """
 
-    def __init__(self, target: Transformer, head: RecurrentHead) -> None:
-        super().__init__(target, head)
+    def __init__(self, target: Transformer, head: RecurrentHead, draft_vocab: torch.Tensor | None = None) -> None:
+        super().__init__(target, head, draft_vocab)
         self.feature_layers = head.feature_layers
         self.cache: KVCache | None = None
         self.features: list[torch.Tensor] = []  # head features [n, C] of the committed tokens, in chunks
@@ -127,7 +162,7 @@ class HeadDrafter(_FeatureDrafter):
         out = self._forward(seq, tokens, parents, sorted(needed), paths)
         self.calls += 1
         rows = torch.stack([out[paths[node]] for node in frontier])
-        return self.target.logits_from_hidden(rows)
+        return self.logits(rows)
 
     def _forward(
         self, seq: list[int], tokens: Sequence[int], parents: Sequence[int], nodes: list[int],

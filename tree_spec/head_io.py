@@ -47,11 +47,16 @@ def load_head_module(folder: str | Path, target: Transformer) -> torch.nn.Module
     return head.to(device=target.device, dtype=target.dtype).eval()
 
 
-def drafter_for(target: Transformer, head: torch.nn.Module) -> Drafter:
-    """The drafter that runs `head` on `target`'s features: MedusaDrafter or HeadDrafter."""
-    return MedusaDrafter(target, head) if head.kind == "medusa" else HeadDrafter(target, head)
+def drafter_for(target: Transformer, head: torch.nn.Module, draft_vocab: torch.Tensor | None = None) -> Drafter:
+    """The drafter that runs `head` on `target`'s features: MedusaDrafter or HeadDrafter.
+
+    draft_vocab: optional LongTensor [N] of the token ids it may propose (a reduced LM head; None = all).
+    """
+    kind = MedusaDrafter if head.kind == "medusa" else HeadDrafter
+    return kind(target, head, draft_vocab)
 
 
-def load_head(folder: str | Path, target: Transformer) -> Drafter:
-    """`load_head("models/heads/eagle", target)` -> the ready drafter (MedusaDrafter or HeadDrafter)."""
-    return drafter_for(target, load_head_module(folder, target))
+def load_head(folder: str | Path, target: Transformer, draft_vocab: torch.Tensor | None = None) -> Drafter:
+    """`load_head("models/heads/eagle", target)` -> the ready drafter (MedusaDrafter or HeadDrafter);
+    `draft_vocab` as in `drafter_for`."""
+    return drafter_for(target, load_head_module(folder, target), draft_vocab)

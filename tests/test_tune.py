@@ -1,0 +1,157 @@
+"""Tree tuning: rank-acceptance profiles, the step-cost model, the shape search, the saved tuned shapes."""
+import json
+
+import pytest
+import torch
+
+from mini_llm import generate, load_model
+from tree_spec import ModelDrafter, tree_speculative_generate
+from tree_spec.costs import CostCurve
+from tree_spec.speedup import tree_node_count
+from tree_spec.tune import (
+    DRAFTERS, FIXED_SHAPES, TUNED_DIR, RankProfile, StepCosts, branching_lists, load_tuned, measure_rank_profile,
+    rank_shapes, tuned_drafter,
+)
+from tests.spec_models import perturbed_copy, prompts, random_model
+
+
+def _profile(paths: dict[str, int], depth: int = 3, max_rank: int = 4) -> RankProfile:
+    """Each position its own one-position prompt: the decoder's walk visits every one of them."""
+    return RankProfile("synthetic", max_rank, depth, [[key] for key, n in paths.items() for _ in range(n)])
+
+
+def test_reach_counts_a_depth_only_when_every_shallower_rank_fits_its_width():
+    # 4 positions: ranks (1,1,1), (2,1,3), (1,3) then a miss, a miss at depth 1
+    profile = _profile({"1 1 1": 1, "2 1 3": 1, "1 3": 1, "": 1})
+    assert profile.positions == 4
+    assert profile.reach([1, 1, 1]) == [0.5, 0.25, 0.25]  # chain: only rank-1 at every depth
+    assert profile.reach([2, 1, 1]) == [0.75, 0.5, 0.25]
+    assert profile.reach([2, 3, 3]) == [0.75, 0.75, 0.5]  # (1, 3) has no depth-3 rank: it missed there
+    assert profile.tokens_per_pass([2, 1, 1]) == pytest.approx(1 + 0.75 + 0.5 + 0.25)
+    table = profile.table()
+    assert table[0] == [0.5, 0.25, 0.0, 0.0]  # depth 1: all 4 positions
+    assert table[1] == pytest.approx([2 / 3, 0.0, 1 / 3, 0.0])  # depth 2: the 3 positions in the top 4 at depth 1
+    with pytest.raises(ValueError, match="depth 3"):
+        profile.reach([1, 1, 1, 1])
+    again = RankProfile.from_dict(json.loads(json.dumps(profile.to_dict())))
+    assert again.reach([2, 3, 3]) == profile.reach([2, 3, 3])
+
+
+def test_the_walk_averages_over_the_positions_a_decoder_visits():
+    # one prompt, positions 0..3; a chain of 2 accepts 0, 1, 0, 2 tokens there
+    profile = RankProfile("synthetic", 4, 2, [["", "1", "", "1 1"]])
+    # the decoder visits 0 (accepts 0) -> 1 (accepts 1, skips 2) -> 3: one miss in three passes, not two in four
+    assert profile.reach([1, 1]) == pytest.approx([2 / 3, 1 / 3])
+    assert profile.reach([1, 1], walk=False) == pytest.approx([2 / 4, 1 / 4])
+    assert profile.tokens_per_pass([1, 1]) == pytest.approx((1 + 2 + 3) / 3)  # tokens committed / passes
+
+
+def test_branching_lists_respect_their_limits():
+    shapes = branching_lists(max_depth=3, max_width=3, max_nodes=10)
+    assert [1] in shapes and [1, 1, 1] in shapes and [3, 2] in shapes  # 3 + 6 = 9 nodes
+    assert [3, 3] not in shapes  # 12 nodes
+    assert all(len(s) <= 3 and max(s) <= 3 and tree_node_count(s) <= 10 for s in shapes)
+    assert len(shapes) == len({tuple(s) for s in shapes})
+
+
+def _costs(slope_ms: float, draft_ms: float = 0.1) -> StepCosts:
+    curve = CostCurve(new_tokens=[1, 64], ms_points=[1.0, 1.0 + 63 * slope_ms], context=0)
+    return StepCosts(curve, draft_ms, 0.0, 0.0, 0.0, 0.0, plain_ms_per_token=1.0)
+
+
+def test_search_picks_width_only_when_verifying_it_is_cheap():
+    # rank-2 candidates hit often: width pays when nodes are free, not when each node costs a decode step
+    profile = _profile({"1 1 1": 30, "2 2 2": 30, "1 2": 20, "": 20})
+    cheap = rank_shapes(profile, _costs(slope_ms=0.0), max_width=2)
+    dear = rank_shapes(profile, _costs(slope_ms=1.0), max_width=2)
+    assert cheap[0]["branching"] == [2, 2, 2]
+    assert dear[0]["branching"] == [1]  # one node: 1 + 0.5 tokens for 2 ms + drafting
+    for rows in (cheap, dear):
+        assert [r["ms_per_token"] for r in rows] == sorted(r["ms_per_token"] for r in rows)
+        best = rows[0]
+        assert best["ms_per_token"] == pytest.approx(best["total_ms"] / profile.tokens_per_pass(best["branching"]))
+
+
+def test_a_perfect_drafter_has_rank_one_everywhere_and_its_tree_passes_predict_exactly():
+    target = random_model(seed=0)
+    ps = prompts(target.cfg.vocab_size, 2, length=6)
+    profile = measure_rank_profile(target, ModelDrafter(target), ps, new_tokens=10, depth=3, max_rank=4)[None]
+    assert profile.positions == 20 and {k for seq in profile.sequences for k in seq} == {"1 1 1"}
+    out = tree_speculative_generate(target, ModelDrafter(target), ps[0], 33, branching=[2, 1, 1])
+    assert out.tokens == generate(target, torch.tensor([ps[0]]), 33)[0].tolist()
+    assert set(out.accepted_per_call[:-1]) == {3}  # every pass accepts the whole depth ...
+    assert profile.tokens_per_pass([2, 1, 1]) == 4.0  # ... as the profile predicts
+
+
+def test_profile_of_a_noisy_drafter_and_of_its_reduced_vocabulary():
+    target = random_model(seed=0)
+    draft = perturbed_copy(target, noise=0.15)
+    ps = prompts(target.cfg.vocab_size, 3, length=6)
+    subset = torch.arange(0, target.cfg.vocab_size, 2)  # even token ids only
+    profiles = measure_rank_profile(target, ModelDrafter(draft), ps, new_tokens=16, depth=3, max_rank=4,
+                                    vocab_subsets={len(subset): subset})
+    full, half = profiles[None], profiles[len(subset)]
+    assert full.positions == half.positions == 48
+    reach_full = full.reach([4, 4, 4])
+    assert 0 < reach_full[0] < 1 and reach_full == sorted(reach_full, reverse=True)
+    # the target's token is proposable only when it is even: a subset never reaches more often at depth 1
+    assert half.reach([4])[0] <= full.reach([4])[0]
+
+
+def test_reduced_draft_vocabulary_keeps_greedy_identical_and_only_proposes_its_tokens():
+    from tree_spec.feature_drafters import HeadDrafter, MedusaDrafter
+    from tree_spec.heads import make_head
+
+    target = random_model(seed=0)
+    subset = torch.arange(0, target.cfg.vocab_size, 3)
+    torch.manual_seed(0)
+    for drafter in (HeadDrafter(target, make_head("eagle", target.cfg), subset),
+                    MedusaDrafter(target, make_head("medusa", target.cfg), subset)):
+        p = prompts(target.cfg.vocab_size, 1, length=8)[0]
+        out = tree_speculative_generate(target, drafter, p, 24, branching=[2, 2, 1])
+        assert out.tokens == generate(target, torch.tensor([p]), 24)[0].tolist()
+        logits = drafter.logits(torch.randn(2, target.cfg.hidden_size))
+        outside = torch.ones(target.cfg.vocab_size, dtype=torch.bool)
+        outside[subset] = False
+        assert torch.isinf(logits[:, outside]).all() and torch.isfinite(logits[:, subset]).all()
+        full = target.logits_from_hidden(torch.ones(1, target.cfg.hidden_size))
+        assert torch.allclose(drafter.logits(torch.ones(1, target.cfg.hidden_size))[:, subset], full[:, subset], atol=1e-5)
+
+
+@pytest.mark.parametrize("name", DRAFTERS)
+def test_saved_tuning_is_complete_and_runs_identically(name):
+    tuned = load_tuned(name)
+    if tuned is None:
+        pytest.skip(f"no {TUNED_DIR / name}.json")
+    for key in ("drafter", "form", "branching", "predicted_tau", "predicted_ms_per_token", "cost_curve", "profile"):
+        assert key in tuned, key
+    profile = RankProfile.from_dict(tuned["profile"])
+    assert tuned["predicted_tau"] == pytest.approx(profile.tokens_per_pass(tuned["branching"]))
+    if tuned["measured"]:  # validated: the saved shape was the fastest measured, the fixed shapes among the runs
+        chosen = next(m for m in tuned["measured"] if m["branching"] == tuned["branching"]
+                      and m["vocab"] == tuned["draft_vocab"])
+        assert chosen["ms_per_token"] == min(m["ms_per_token"] for m in tuned["measured"])
+        ran = [m["branching"] for m in tuned["measured"]]
+        assert all(list(s) in ran for s in FIXED_SHAPES[name] if len(s) <= profile.depth)
+    target = load_model("tiny-qwen3")
+    drafter, branching = tuned_drafter(name, target)
+    assert branching == tuned["branching"]
+    p = list(range(40, 72))
+    out = tree_speculative_generate(target, drafter, p, 20, branching=branching)
+    assert out.tokens == generate(target, torch.tensor([p]), 20)[0].tolist()
+
+
+@pytest.mark.slow
+def test_cli_profiles_costs_searches_validates_and_saves(tmp_path, capsys):
+    from tree_spec.tune import main
+
+    saved = main(["--drafter", "mtp", "--prompts", "1", "--new-tokens", "6", "--depth", "3", "--vocab", "1024",
+                  "--validate-prompts", "1", "--validate-tokens", "12", "--validate-top", "1", "--top", "3",
+                  "--curve", str(TUNED_DIR.parent / "costs" / "tiny-qwen3.json"), "--out", str(tmp_path)])
+    text = capsys.readouterr().out
+    assert "rank-r candidate at depth d" in text and "draft vocabulary 1024" in text and "validation" in text
+    tuned = json.loads((tmp_path / "mtp.json").read_text())
+    assert tuned == json.loads(json.dumps(saved[0]))
+    assert tuned["drafter"] == "mtp" and tuned["draft_vocab"] in (None, 1024)
+    assert len(tuned["branching"]) <= 3  # the profile is 3 deep: fixed shapes deeper than it are not run
+    assert (1, 1, 1) in {tuple(m["branching"]) for m in tuned["measured"]}
