@@ -29,3 +29,15 @@ def test_head_reproduces_its_recorded_held_out_acceptance(folder):
     assert got["tau"] == pytest.approx(recorded["tau"], abs=0.1)
     for position, (a, b) in enumerate(zip(got["acceptance_per_position"], recorded["acceptance_per_position"])):
         assert a == pytest.approx(b, abs=0.05), f"position {position + 1}"
+
+
+@pytest.mark.parametrize("folder", HEADS, ids=lambda p: p.name)
+def test_card_names_both_acceptance_rates_from_the_log(folder):
+    # the card is written from train_log.json: the per-position rate α and the acceptance ratio, each named
+    final = json.loads((folder / "train_log.json").read_text())["evals"][-1]
+    card = (folder / "README.md").read_text()
+    assert "Per-position acceptance rate α" in card and f"α = {final['alpha']:.2f} pooled" in card
+    assert "Acceptance ratio (accepted / proposed" in card and f"{final['acceptance_ratio']:.2f}." in card
+    assert final["acceptance_ratio"] <= final["alpha"]  # a chain proposes every depth but reaches only some
+    recorded = json.loads((folder / "config.json").read_text())["held_out"]
+    assert recorded["acceptance_per_position"] == final["acceptance_per_position"] and recorded["tau"] == final["tau"]
