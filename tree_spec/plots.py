@@ -186,10 +186,10 @@ def draw_eagle_inputs(labels: Sequence[str], draft_label: str = "?", ax: Axes | 
                     family="monospace", bbox={**box, "fc": "#ffebe9" if root else "#f6f8fa"})
             ax.annotate("", (i - 0.15, rows["pair"] + 0.2), (i - 1, rows["feature"] - 0.2),
                         arrowprops={**arrow, "color": "tab:red"})
-            ax.annotate("", (i, rows["pair"] + 0.2), (i, rows["token"] - 0.2),
+            ax.annotate("", (i + 0.3, rows["pair"] + 0.2), (i + 0.3, rows["token"] - 0.2),  # beside the feature box
                         arrowprops={**arrow, "ls": ":"})
             nxt = labels[i + 1] if i + 1 < n else draft_label
-            ax.text(i, rows["predicts"], f"f̂{i} → {nxt!r}", ha="center", va="center", fontsize=8, family="monospace",
+            ax.text(i, rows["predicts"], f"f̂{i} → '{nxt}'", ha="center", va="center", fontsize=8, family="monospace",
                     bbox={**box, "fc": ACCEPTED if root else "#eeeeee"}, color="white" if root else "black")
             ax.annotate("", (i, rows["predicts"] + 0.2), (i, rows["pair"] - 0.2), arrowprops=arrow)
     ax.set_xlim(-2.6, n - 0.4)
