@@ -337,7 +337,8 @@ def reconcile(method: Method, curve: CostCurve) -> dict | None:
                          f"(contexts differ from the curve's {curve.context})")
         if overhead > 0.1 * (verify_measured + draft):
             terms.append(f"loop overhead {overhead:.2f} ms/pass not in the model (measured: total − prefill − "
-                         f"verify forwards − drafter calls; Python tree building, acceptance, cache bookkeeping)")
+                         "verify forwards − drafter calls: Python tree building, greedy acceptance or the sampling "
+                         "verifier, cache bookkeeping)")
         if abs(tau / ((t["tokens"] - t["prompts"]) / passes) - 1) > 0.1:
             terms.append("τ̂ differs from the measured tokens per pass (passes cut short at the token budget)")
         note = "; ".join(terms) or "no single term: see the columns"
