@@ -350,8 +350,9 @@ def batch_benchmark(
             f"{n_prompts} held-out prompts (cycled for larger batches), {new_tokens} new tokens per row, greedy, "
             f"{torch.get_num_threads()} torch thread(s), {clock}; tokens/s = tokens generated / time of the "
             f"whole call, prefill included. Command: `python -m tree_spec.bench --batch "
-            f"{','.join(map(str, batches))}`.\n\n{batch_table(runs)}\n")
+            f"{','.join(map(str, batches))} --prompts {n_prompts} --new-tokens {new_tokens}`.\n\n{batch_table(runs)}\n")
     print(text)
     if out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "BENCHMARK_BATCH.md").write_text(text)
     return {name: [vars(p) | dict(speedup=p.speedup) for p in points] for name, points in runs.items()}

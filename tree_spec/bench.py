@@ -41,6 +41,7 @@ from tqdm.auto import tqdm
 from mini_llm import Transformer, generate, load_model, load_tokenizer
 from mini_llm.load import MODELS_DIR, resolve_model_path
 
+from .batch import batch_benchmark
 from .chain import speculative_generate
 from .costs import DEFAULT_NEW_TOKENS, CostCurve, ForwardTimer, hardware_name, timed_drafter
 from .drafters import Drafter, ModelDrafter, QuantizedSelfDrafter
@@ -491,12 +492,17 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--out", default=str(MODELS_DIR), help="output folder (default models/)")
     p.add_argument("--no-transformers", action="store_true", help="skip the transformers baselines")
     p.add_argument("--quick", action="store_true", help="2 prompts x 16 tokens (for tests)")
+    p.add_argument("--batch", help="batch sizes, e.g. 1,4,16: plain vs speculative tokens/s per batch size instead "
+                                   "(tree_spec.batch.batch_benchmark; writes BENCHMARK_BATCH.md)")
     args = p.parse_args(argv)
     n_prompts, new_tokens = (2, 16) if args.quick else (args.prompts, args.new_tokens)
 
     threads_before = torch.get_num_threads()
     torch.set_num_threads(args.threads)
     try:
+        if args.batch:
+            return batch_benchmark(args.target, args.draft, [int(b) for b in args.batch.split(",")], n_prompts,
+                                   new_tokens, out_dir=args.out)
         target_path = resolve_model_path(args.target)
         draft_path = None if args.draft == "none" else resolve_model_path(args.draft)
         target = load_model(target_path)
