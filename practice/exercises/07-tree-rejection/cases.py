@@ -18,7 +18,7 @@ from practice.judgekit.spec import Case, Context, Mistake
 
 FUNCTIONS = ("verify_tree",)
 NEEDS_MODEL = False
-V, TRIALS, ROOT, WIDTH = 4, 6000, 0, 3
+V, TRIALS, ROOT, WIDTH = 4, 4000, 0, 3
 PARENTS = [-1, 0, 0, 0, 1, 2, 3]
 DRAFT0 = torch.tensor([0.55, 0.2, 0.05, 0.2])
 TARGET0 = torch.tensor([0.1, 0.3, 0.35, 0.25])  # residual after rejecting token 0: [0, 2/9, 6/9, 1/9]
