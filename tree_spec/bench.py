@@ -293,8 +293,8 @@ def run_bench(methods: list[Method], prompts: list[list[int]], new_tokens: int, 
             if out is not None:
                 method.spec = _add_spec(method.spec, out)
             bar.update(1)
-        if timer is not None:
-            timer.sample(1, warmup=False)
+        if timer is not None:  # one untimed forward per n first: the methods' runs left the caches cold
+            timer.sample(1)
         if bar.disable:  # no terminal (a background run with a log): one line per prompt instead
             print(f"prompt {i + 1}/{len(prompts)} done, {time.perf_counter() - wall_start:.0f} s", flush=True)
     bar.close()
@@ -334,8 +334,8 @@ def reconcile(method: Method, curve: CostCurve) -> dict | None:
     if abs(gap) > TOLERANCE:
         terms = []
         if abs(verify_measured / verify_curve - 1) > 0.1:
-            terms.append(f"verify measured {verify_measured:.2f} vs curve {verify_curve:.2f} ms/pass "
-                         f"(contexts differ from the curve's {curve.context})")
+            terms.append(f"verify measured {verify_measured:.2f} vs curve {verify_curve:.2f} ms/pass (the curve is "
+                         f"measured at {curve.context} cached tokens; compare its points)")
         if overhead > 0.1 * (verify_measured + draft):
             terms.append(f"loop overhead {overhead:.2f} ms/pass not in the model (measured: total − prefill − "
                          "verify forwards − drafter calls: Python tree building, greedy acceptance or the sampling "
