@@ -123,7 +123,8 @@ def test_panels_show_a_snapshot_untrusted_then_respond_to_the_mouse_when_run(lab
                 timeout=60_000)
 
             # 1. as opened from a fresh clone: a snapshot with text and plot per panel, no object repr
-            page.wait_for_selector(".tree-spec-panel-snapshot", timeout=30_000)
+            page.wait_for_function(  # the cells render one after another: wait for all of them
+                f"() => document.querySelectorAll('.tree-spec-panel-snapshot img').length === {PANELS}", timeout=60_000)
             snapshots = page.evaluate(
                 """() => [...document.querySelectorAll('.tree-spec-panel-snapshot')].map(s =>
                        ({text: s.innerText, image: !!s.querySelector('img[src^="data:image/png"]')}))""")
