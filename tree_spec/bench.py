@@ -293,7 +293,8 @@ def run_bench(methods: list[Method], prompts: list[list[int]], new_tokens: int, 
             if out is not None:
                 method.spec = _add_spec(method.spec, out)
             bar.update(1)
-        if timer is not None:  # one untimed forward per n first: the methods' runs left the caches cold
+        if timer is not None:  # untimed forwards first: the methods' runs left the CPU caches cold
+            timer.warm()
             timer.sample(1)
         if bar.disable:  # no terminal (a background run with a log): one line per prompt instead
             print(f"prompt {i + 1}/{len(prompts)} done, {time.perf_counter() - wall_start:.0f} s", flush=True)
