@@ -50,6 +50,15 @@ def override_selectors(nb: nbformat.NotebookNode, model: str | None = None, devi
         cell.source = line.sub(f"{name} = {value!r}  # set by notebooks/execute.py", cell.source, count=1)
 
 
+def installed_kernelspec(name: str = "python3") -> dict:
+    """The notebook metadata JupyterLab writes for the installed kernel `name` (ipykernel's, from
+    requirements.txt): storing exactly this keeps a freshly opened notebook unmodified."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec(name)
+    return {"display_name": spec.display_name, "language": spec.language, "name": name}
+
+
 def execute_notebook(
     path: Path,
     timeout: int = CELL_TIMEOUT,
@@ -71,6 +80,7 @@ def execute_notebook(
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}})
     try:
         client.execute()
+        nb.metadata.kernelspec = installed_kernelspec()
     finally:
         if out is not None:
             Path(out).mkdir(parents=True, exist_ok=True)

@@ -55,7 +55,10 @@ def lab(tmp_path_factory):
         (root / entry).symlink_to(REPO / entry)
     (root / "notebooks").mkdir()
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
-    nb.metadata.kernelspec = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec("python3")  # as JupyterLab will write it: opening stays unmodified
+    nb.metadata.kernelspec = {"display_name": spec.display_name, "language": spec.language, "name": "python3"}
     path = root / "notebooks" / "panels.ipynb"
     nbformat.write(nb, path)
     from nbclient import NotebookClient

@@ -67,7 +67,7 @@ def test_stored_kernel_metadata_matches_the_installed_kernel(path):
     from ipykernel.ipkernel import IPythonKernel
 
     meta = nbformat.read(path, as_version=4).metadata
-    assert meta.kernelspec == {"display_name": "Python 3", "language": "python", "name": "python3"}
+    assert meta.kernelspec == execute.installed_kernelspec()
     expected = dict(IPythonKernel.language_info, version=platform.python_version())
     assert {k: v for k, v in meta.language_info.items() if k != "version"} == \
         {k: v for k, v in expected.items() if k != "version"}
