@@ -3,9 +3,6 @@
 Everything runs against a temporary workspace, temporary references and a private copy of the model
 (the shipped one may be re-exported while the tests run), never the learner's practice/workspace.
 """
-import contextlib
-import io
-import os
 import re
 import shutil
 import subprocess
@@ -14,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from practice.judgekit import cli
+from tests.judge_support import judge, judge_env
 from practice.judgekit.catalog import discover
 from practice.judgekit.settings import PRACTICE, REPO
 
@@ -68,28 +65,9 @@ POINTED = {
 }
 
 
-def judge(*args: str) -> tuple[int, str]:
-    """Run `python practice/judge.py ARGS` in-process (the learner code still runs in a subprocess)."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = cli.main(list(args))
-    return code, out.getvalue()
-
-
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    """Options pointing at a temporary workspace, references recorded here, and a private model copy."""
-    model = Path(os.environ.get("SPEC_JUDGE_MODEL") or REPO / "models" / "tiny-qwen3")
-    if not model.is_dir():
-        pytest.skip(f"model {model} missing: the real-model exercises cannot be recorded")
-    root = tmp_path_factory.mktemp("judge")
-    shutil.copytree(model, root / "model")
-    shutil.copytree(PRACTICE / "references", root / "references")
-    opts = ["--workspace", str(root / "workspace"), "--references", str(root / "references"),
-            "--model", str(root / "model")]
-    code, out = judge(*opts, "record", "--stale")
-    assert code == 0, out
-    return {"opts": opts, "root": root}
+    return judge_env(tmp_path_factory, "judge")
 
 
 @pytest.fixture(scope="module")

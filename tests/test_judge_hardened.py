@@ -6,7 +6,6 @@ References and the model are private copies (see test_judge.py), never the shipp
 import contextlib
 import io
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,32 +15,16 @@ from pathlib import Path
 import pytest
 
 from practice.judgekit import cli
+from tests.judge_support import judge, judge_env
 from practice.judgekit.catalog import discover
-from practice.judgekit.settings import PRACTICE, REPO, Settings
+from practice.judgekit.settings import PRACTICE, Settings
 
 SOLUTION = PRACTICE / "exercises/04-tree-size/solution.py"
 
 
-def judge(*args: str) -> tuple[int, str]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = cli.main(list(args))
-    return code, out.getvalue()
-
-
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    model = Path(os.environ.get("SPEC_JUDGE_MODEL") or REPO / "models" / "tiny-qwen3")
-    if not model.is_dir():
-        pytest.skip(f"model {model} missing")
-    root = tmp_path_factory.mktemp("judge-hardened")
-    shutil.copytree(model, root / "model")
-    shutil.copytree(PRACTICE / "references", root / "references")
-    opts = ["--workspace", str(root / "workspace"), "--references", str(root / "references"),
-            "--model", str(root / "model")]
-    code, out = judge(*opts, "record", "--stale")
-    assert code == 0, out
-    return {"opts": opts, "root": root}
+    return judge_env(tmp_path_factory, "judge-hardened")
 
 
 def learner_file(tmp_path: Path, text: str, name: str = "mine.py") -> Path:
