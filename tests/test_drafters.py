@@ -85,27 +85,35 @@ def test_the_loop_hands_feature_drafters_one_row_per_context_token(target):
     assert tree_speculative_generate(target, Recorder(target.cfg.vocab_size), prompt, 16, [2, 1]).tokens == expected
 
 
+@pytest.mark.parametrize("max_len", [64, 12])  # 12: the tree nodes overflow the head cache, which must grow
 @pytest.mark.parametrize("kind", ["eagle", "eagle3", "mtp"])
-def test_head_drafter_logits_equal_a_cache_free_reference(target, kind):
-    """Frontier logits (cached committed pairs + re-run tree nodes) equal running the head from scratch
-    over the pairs and the node's path, one causal pass per depth, without any cache."""
+def test_head_drafter_logits_equal_a_cache_free_reference(target, kind, max_len):
+    """Frontier logits (cached committed pairs + tree nodes kept in the cache within a step) equal running
+    the head from scratch over the pairs and the node's path, one causal pass per depth, without any cache:
+    for a tree, then for a chain in the next step (two more committed tokens; the tree's slots are dropped)."""
     drafter = make_drafter(kind, target, seed=1)
     head = drafter.head
-    context = prompts(target.cfg.vocab_size, 1, length=9, seed=8)[0]
+    full = prompts(target.cfg.vocab_size, 1, length=12, seed=8)[0]
     with torch.inference_mode():
-        _, hidden, layers = target(torch.tensor([context]), return_hidden=True, hidden_layers=[0, 1])
+        _, hidden, layers = target(torch.tensor([full]), return_hidden=True, hidden_layers=[0, 1])
     feats = TargetFeatures(hidden[0], tuple(layers[0][0] if i == 0 else layers[1][0] for i in head.feature_layers))
-    drafter.reset(64)
-    drafter.observe(feats)
-    tokens, parents = [5, 7, 8, 9, 11, 12], [-1, 0, 0, 1, 1, 3]
-    for frontier in ([0], [1, 2], [3, 4], [5]):
-        got = drafter.next_logits(context, tokens, parents, frontier)
-        for row, node in zip(got, frontier):
-            path = []
-            while node >= 0:
-                path.insert(0, tokens[node])
-                node = parents[node]
-            torch.testing.assert_close(row, reference_logits(target, head, feats, context, path), atol=1e-4, rtol=0)
+    drafter.reset(max_len)
+    drafter.observe(feats.rows(range(9)))
+    steps = [  # (committed context, tree tokens, parents, frontiers in call order)
+        (full[:9], [full[9], 7, 8, 9, 11, 12], [-1, 0, 0, 1, 1, 3], ([0], [1, 2], [3, 4], [5])),
+        (full[:11], [full[11], 3, 4, 6, 2], [-1, 0, 1, 2, 3], ([0], [1], [2], [3], [4])),
+    ]
+    for context, tokens, parents, frontiers in steps:
+        drafter.observe(feats.rows(range(drafter.seen, len(context))))
+        for frontier in frontiers:
+            got = drafter.next_logits(context, tokens, parents, frontier)
+            for row, node in zip(got, frontier):
+                path = []
+                while node >= 0:
+                    path.insert(0, tokens[node])
+                    node = parents[node]
+                want = reference_logits(target, head, feats.rows(range(len(context))), context, path)
+                torch.testing.assert_close(row, want, atol=1e-4, rtol=0)
 
 
 def reference_logits(target, head, feats, context, path):

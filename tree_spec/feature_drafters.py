@@ -118,12 +118,12 @@ class MedusaDrafter(_FeatureDrafter):
 class HeadDrafter(_FeatureDrafter):
     """A recurrent head (EAGLE-1, EAGLE-3 style, MTP) drafting on its own predicted features.
 
-    Its sequence is pairs: position t holds (head feature of token t-1, token t). Committed pairs
-    (target features) stay in its own one-layer KV cache; tree node i at depth d >= 1 is the pair
-    (predicted feature of its parent, its token) at position len(context) + d. Tree nodes are never
-    kept in the cache: each call forwards the new committed pairs plus the frontier and its
-    ancestors under the tree mask, then truncates back. Outputs are remembered per path, so a
-    node's input is known once its parent was on a previous frontier.
+    Its sequence is pairs: position t holds (head feature of token t-1, token t). The committed pairs
+    (target features) fill slots [0, L) of its own one-layer KV cache, L = len(context); the root's pair
+    is the last of them. Tree node i at depth d >= 1 is the pair (predicted feature of its parent, its
+    token) at position L + d. Within a step, every forwarded node's K/V stays in the cache after the
+    committed pairs (as in EAGLE's draft loop), so a call forwards only the new frontier, each node
+    attending to the committed pairs and its own ancestors; the next step truncates them away.
     """
 
     def __init__(self, target: Transformer, head: RecurrentHead, draft_vocab: torch.Tensor | None = None) -> None:
@@ -131,15 +131,16 @@ class HeadDrafter(_FeatureDrafter):
         self.feature_layers = head.feature_layers
         self.cache: KVCache | None = None
         self.features: list[torch.Tensor] = []  # head features [n, C] of the committed tokens, in chunks
-        self.pair_tokens: list[int] = []  # tokens of the pairs in self.cache (positions 1, 2, ...)
-        self.outputs: dict[tuple[int, ...], torch.Tensor] = {}  # root..node tokens -> predicted feature [C]
-        self.outputs_for: list[int] = []
+        self.pair_tokens: list[int] = []  # tokens of the committed pairs in self.cache (positions 1, 2, ...)
+        self.step: list[int] = []  # context + root of the current step
+        self.root_out: torch.Tensor | None = None  # predicted feature [C] after the root's pair (this step)
+        self.nodes: dict[tuple[int, ...], tuple[int, torch.Tensor]] = {}  # root..node tokens -> (slot, feature [C])
 
     def reset(self, max_len: int) -> None:
         if self.cache is None or self.cache.max_len < max_len:
             self.cache = self.head.new_cache(1, max_len, self.target.device)
         self.cache.truncate(0)
-        self.seen, self.features, self.pair_tokens, self.outputs, self.outputs_for = 0, [], [], {}, []
+        self.seen, self.features, self.pair_tokens, self.step, self.root_out, self.nodes = 0, [], [], [], None, {}
 
     @torch.inference_mode()
     def observe(self, features: TargetFeatures) -> None:
@@ -151,66 +152,76 @@ class HeadDrafter(_FeatureDrafter):
         self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int]
     ) -> torch.Tensor:
         self._check_aligned(context)
-        seq = [*context, tokens[0]]
-        if self.outputs_for != seq:
-            self.outputs, self.outputs_for = {}, seq
+        seq = [*context, int(tokens[0])]
+        if self.step != seq:  # a new step: the last step's tree is forgotten (its slots get overwritten)
+            self.step, self.root_out, self.nodes = seq, None, {}
         paths = _paths(tokens, parents)
-        needed = _with_ancestors(parents, frontier) - {0}
-        missing = sorted({parents[n] for n in needed if paths[parents[n]] not in self.outputs})
-        if missing:  # inputs of these nodes are their parents' outputs: compute those first
-            self.next_logits(context, tokens, parents, missing)
-        out = self._forward(seq, tokens, parents, sorted(needed), paths)
-        self.calls += 1
-        rows = torch.stack([out[paths[node]] for node in frontier])
-        return self.logits(rows)
+        if self.root_out is None:
+            self._forward_pairs(seq)
+        pending = [n for n in sorted(_with_ancestors(parents, frontier)) if n and paths[n] not in self.nodes]
+        while pending:  # a node's input is its parent's output: forward level by level
+            ready = [n for n in pending if parents[n] == 0 or paths[parents[n]] in self.nodes]
+            self._forward_nodes(len(context), ready, tokens, parents, paths)
+            pending = [n for n in pending if paths[n] not in self.nodes]
+        return self.logits(torch.stack([self._feature(n, paths) for n in frontier]))
 
-    def _forward(
-        self, seq: list[int], tokens: Sequence[int], parents: Sequence[int], nodes: list[int],
-        paths: list[tuple[int, ...]],
-    ) -> dict[tuple[int, ...], torch.Tensor]:
-        """One head pass: new committed pairs up to the root's, then `nodes` (tree nodes, depth >= 1)."""
+    def _feature(self, node: int, paths: list[tuple[int, ...]]) -> torch.Tensor:
+        """The head's predicted feature [C] after `node` (the root's pair for node 0)."""
+        return self.root_out if node == 0 else self.nodes[paths[node]][1]
+
+    def _forward_pairs(self, seq: list[int]) -> None:
+        """Bring the committed pairs up to the root's (dropping last step's tree nodes); sets `root_out`."""
         if len(self.features) > 1:
             self.features = [torch.cat(self.features)]
-        features, L = self.features[0], len(seq) - 1
-        if self.cache is None or self.cache.max_len < L + len(nodes):
-            self.reset_cache(2 * (L + len(nodes)))
-        keep = min(_common_prefix(self.pair_tokens, seq[1:]), self.cache.length)
-        if paths[0] not in self.outputs:
-            keep = min(keep, L - 1)  # re-run the root's pair to get its output
+        L = len(seq) - 1
+        keep = min(_common_prefix(self.pair_tokens, seq[1:]), self.cache.length, L - 1)  # re-run the root's pair
         self.cache.truncate(keep)
-        pair_pos = list(range(keep + 1, L + 1))
-        depth = depths(parents)
-        index = {node: len(pair_pos) + j for j, node in enumerate(nodes)}
-        feats = [features[p - 1] for p in pair_pos] + [self.outputs[paths[parents[n]]] for n in nodes]
-        ids = [seq[p] for p in pair_pos] + [tokens[n] for n in nodes]
-        pos = pair_pos + [L + depth[n] for n in nodes]
-        T, m = len(ids), len(pair_pos)
-        if T == 0:
-            return self.outputs
-        mask = torch.zeros(T, keep + T, dtype=torch.bool)
-        mask[:, :keep] = True
-        mask[:, keep:keep + m] = torch.ones(T, m, dtype=torch.bool).tril()  # pairs: causal; nodes: all pairs
-        for n in nodes:  # a tree node sees its ancestors below the root and itself
+        self._ensure_room(L)
+        T = L - keep
+        mask = None if T == 1 else torch.ones(T, L, dtype=torch.bool, device=self.device).tril(keep)
+        ids = torch.tensor([seq[keep + 1:]], device=self.device)
+        positions = torch.arange(keep + 1, L + 1, device=self.device)
+        out = self.head(self.features[0][None, keep:L], self.target.embed_tokens(ids), positions, self.cache, mask)
+        self.calls += 1
+        self.pair_tokens, self.root_out = seq[1:], out[0, -1]
+
+    def _forward_nodes(
+        self, L: int, nodes: list[int], tokens: Sequence[int], parents: Sequence[int], paths: list[tuple[int, ...]]
+    ) -> None:
+        """One head pass over tree `nodes` whose parents' outputs are known; their K/V join the cache."""
+        start, T = self.cache.length, len(nodes)
+        self._ensure_room(start + T)
+        slot = {n: start + j for j, n in enumerate(nodes)}
+        rows, cols = [], []
+        for j, n in enumerate(nodes):  # a node sees the committed pairs, its ancestors below the root and itself
             a = n
             while a != 0:
-                mask[index[n], keep + index[a]] = True
+                rows.append(j)
+                cols.append(slot[a] if a in slot else self.nodes[paths[a]][0])
                 a = parents[a]
-        device = self.target.device
-        id_tensor = torch.tensor([ids], device=device)
-        out = self.head(torch.stack(feats)[None], self.target.embed_tokens(id_tensor),
-                        torch.tensor(pos, device=device), self.cache, mask.to(device))[0]
-        self.cache.truncate(L)
-        self.pair_tokens = seq[1:]
-        if m and pair_pos[-1] == L:
-            self.outputs[paths[0]] = out[m - 1]
-        for n in nodes:
-            self.outputs[paths[n]] = out[index[n]]
-        return self.outputs
+        mask = None
+        if not (T == 1 and len(cols) == start + 1 - L):  # else: a chain's next node, which sees every slot
+            mask = torch.zeros(T, start + T, dtype=torch.bool)
+            mask[:, :L] = True
+            mask[rows, cols] = True
+            mask = mask.to(self.device)
+        depth = depths(parents)
+        feats = torch.stack([self._feature(parents[n], paths) for n in nodes])[None]
+        ids = torch.tensor([[int(tokens[n]) for n in nodes]], device=self.device)
+        positions = torch.tensor([L + depth[n] for n in nodes], device=self.device)
+        out = self.head(feats, self.target.embed_tokens(ids), positions, self.cache, mask)[0]
+        self.calls += 1
+        for j, n in enumerate(nodes):
+            self.nodes[paths[n]] = (start + j, out[j])
 
-    def reset_cache(self, max_len: int) -> None:
-        """A larger head cache (its committed pairs are re-run on the next call)."""
-        self.cache = self.head.new_cache(1, max_len, self.target.device)
-        self.pair_tokens = []
+    def _ensure_room(self, needed: int) -> None:
+        """Grow the head cache (keeping its slots) when `needed` slots would not fit."""
+        if self.cache.max_len >= needed:
+            return
+        bigger = self.head.new_cache(1, 2 * needed, self.device)
+        n = self.cache.length
+        bigger.k[..., :n, :], bigger.v[..., :n, :] = self.cache.k[..., :n, :], self.cache.v[..., :n, :]
+        bigger.length, self.cache = n, bigger
 
 
 def _paths(tokens: Sequence[int], parents: Sequence[int]) -> list[tuple[int, ...]]:
