@@ -224,13 +224,3 @@ def test_ngram_drafter_logits_live_on_its_device():
     logits = drafter.next_logits([1, 2, 3, 1, 2], [3], [-1], [0])
     assert logits.device.type == "meta" and logits.shape == (1, 64)
 
-
-@pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
-def test_sampled_tree_decoding_runs_on_cuda():
-    gpu = random_model(seed=0).to("cuda")
-    drafter = NGramDrafter(gpu.cfg.vocab_size, device="cuda")
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    out = tree_speculative_generate(gpu, drafter, prompts(gpu.cfg.vocab_size, 1)[0], 24, branching=[2, 1],
-                                    temperature=1.0, generator=gen)
-    assert len(out.tokens) == 24

@@ -106,12 +106,3 @@ def test_few_steps_lower_the_loss_and_the_head_reloads(target_dir, tmp_path, kin
     out_tree = tree_speculative_generate(target, load_head(out, target), prompts[0], 12, branching=[2, 1, 1])
     assert out_tree.tokens == expected[0]
 
-
-@pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
-@pytest.mark.parametrize("kind", ["eagle3", "medusa"])
-def test_head_trains_on_cuda(target_dir, tmp_path, kind):
-    log = main(["--kind", kind, "--target", str(target_dir), "--out", str(tmp_path / kind), "--steps", "4",
-                "--windows", "8", "--batch", "8", "--prompt-len", "24", "--gen-len", "24", "--eval-prompts", "2",
-                "--eval-tokens", "12", "--device", "cuda"])
-    assert len(log["losses"]) == 4 and (tmp_path / kind / "head.safetensors").is_file()
