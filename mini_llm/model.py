@@ -48,6 +48,15 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
 
 
+def sdpa_mask(mask: torch.Tensor, groups: int, dtype: torch.dtype) -> torch.Tensor:
+    """bool mask [T, S] or per row [B, T, S] (True = may attend) -> the additive mask (0 or -inf) that
+    attention reads with its G = `groups` query heads per KV head folded into the query axis:
+    [G*T, S] or [B, 1, G*T, S]."""
+    additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+    additive = additive.repeat(*([1] * (mask.ndim - 2)), groups, 1)
+    return additive[:, None] if additive.ndim == 3 else additive
+
+
 class Attention(nn.Module):
     """Grouped-query attention with per-head RMSNorm on queries and keys (Qwen3's QK-norm)."""
 
@@ -70,7 +79,8 @@ class Attention(nn.Module):
         cache: KVCache | None,
         attn_mask: torch.Tensor | None,
     ) -> torch.Tensor:
-        """x [B, T, C]; attn_mask [T, S] or per row [B, T, S] bool (S = cache slots read) or None for full
+        """x [B, T, C]; attn_mask [T, S] or per row [B, T, S] bool (S = cache slots read), the additive mask
+        `sdpa_mask` made of it (the model makes it once per forward, not once per layer), or None for full
         attention -> [B, T, C]."""
         B, T, _ = x.shape
         q = apply_rope(self.q_norm(self.q_proj(x).view(B, T, self.n_heads, self.head_dim)), cos, sin)
@@ -83,10 +93,8 @@ class Attention(nn.Module):
         # Keys and values are read once per KV head, never copied G times.
         groups = self.n_heads // self.n_kv
         q = q.view(B, T, self.n_kv, groups, self.head_dim).permute(0, 2, 3, 1, 4).reshape(B, self.n_kv, groups * T, self.head_dim)
-        if attn_mask is not None:
-            attn_mask = attn_mask.repeat(*([1] * (attn_mask.ndim - 2)), groups, 1)  # [(B,) G*T, S]
-            if attn_mask.ndim == 3:
-                attn_mask = attn_mask[:, None]  # [B, 1, G*T, S]: one mask per row, shared by its KV heads
+        if attn_mask is not None and attn_mask.dtype == torch.bool:
+            attn_mask = sdpa_mask(attn_mask, groups, q.dtype)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
         out = out.view(B, self.n_kv, groups, T, self.head_dim).permute(0, 3, 1, 2, 4).reshape(B, T, -1)
         return self.o_proj(out)
@@ -182,6 +190,8 @@ class Transformer(nn.Module):
         elif positions.shape[-1] != T or positions.ndim not in (1, 2):
             raise ValueError(f"positions must be [{T}] or [B, {T}], got {tuple(positions.shape)}")
         attn_mask = self._attention_mask(T, lengths, mask, ids.device)
+        if attn_mask is not None:
+            attn_mask = sdpa_mask(attn_mask, self.cfg.num_attention_heads // self.cfg.num_key_value_heads, self.dtype)
         cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta)
 
         x = self.embed_tokens(ids)
