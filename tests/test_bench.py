@@ -1,14 +1,20 @@
-"""`python -m tree_spec.bench --quick` on random checkpoints: every method runs, greedy ones match plain
-greedy, missing heads are listed as skipped, and the Markdown / JSON / PNG outputs are written."""
+"""`python -m tree_spec.bench --quick` on random checkpoints, on the CPU and (skipped without one) on CUDA: every
+method runs, greedy ones match plain greedy, missing heads are listed as skipped, the Markdown / JSON / PNG outputs
+are written and name the device's clock; `--batch` writes its table."""
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
 
 from tree_spec.bench import main
+from tree_spec.costs import clock_name
 from tree_spec.head_io import save_head
 from tree_spec.heads import make_head
+from tests.conftest import REPO
 from tests.spec_models import checkpoint_with_tokenizer, random_model
+from tests.test_devices import DEVICES
 
 
 @pytest.fixture(scope="module")
@@ -27,10 +33,13 @@ def folders(tmp_path_factory):
     return root, target
 
 
-def test_bench_quick_greedy(folders):
+@pytest.mark.parametrize("device", DEVICES)
+def test_bench_quick_greedy(folders, device):
     root, target = folders
+    out = root / f"out-{device}"
     result = main(["--target", str(target), "--draft", str(root / "draft"), "--heads", str(root / "heads"),
-                   "--tuned", str(root / "tuned"), "--quick", "--out", str(root / "out")])
+                   "--tuned", str(root / "tuned"), "--quick", "--device", device, "--out", str(out)])
+    assert result["device"].startswith(device) and result["clock"] == clock_name(device)
     names = [r["method"] for r in result["rows"]]
     forms = {r["method"]: r["form"] for r in result["rows"]}
     # tuned shapes run beside the fixed ones; a chain-shaped tuned file runs as a chain
@@ -55,17 +64,49 @@ def test_bench_quick_greedy(folders):
             assert c["predicted_tau"] == pytest.approx(c["measured_tau_per_pass"])
     curve = result["cost_curve"]
     assert curve["threads"] == 1 and curve["new_tokens"][0] == 1
-    text = (root / "out" / "BENCHMARK.md").read_text()
+    assert curve["method"].startswith("CUDA wall time" if device == "cuda" else "thread CPU time")
+    text = (out / "BENCHMARK.md").read_text()
     assert "## Reconciliation" in text and "acceptance ratio" in text and "per-position" in text
+    assert f"ms/token = {clock_name(device)} / tokens" in text
     for name in ("BENCHMARK.md", "benchmark.json", "benchmark.png"):
-        assert (root / "out" / name).is_file()
-    assert json.loads((root / "out" / "benchmark.json").read_text())["rows"] == result["rows"]
+        assert (out / name).is_file()
+    assert json.loads((out / "benchmark.json").read_text())["rows"] == result["rows"]
 
 
-def test_bench_quick_sampling(folders):
+@pytest.mark.parametrize("device", DEVICES)
+def test_bench_quick_sampling(folders, device):
+    """Temperature 1.0: every method samples with a generator on the device."""
     root, target = folders
+    out = root / f"out-t1-{device}"
     result = main(["--target", str(target), "--draft", "none", "--heads", str(root / "heads"), "--quick",
-                   "--no-transformers", "--temperature", "1.0", "--out", str(root / "out")])
-    assert (root / "out" / "BENCHMARK_T1.md").is_file()
+                   "--no-transformers", "--temperature", "1.0", "--device", device, "--out", str(out)])
+    assert (out / "BENCHMARK_T1.md").is_file() and result["clock"] == clock_name(device)
     assert all(r["tokens"] == 2 * 16 for r in result["rows"])
     assert all(r["tau"] >= 1.0 for r in result["rows"])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bench_cli_main_table_and_batch_on_the_device(folders, device, tmp_path):
+    """`python -m tree_spec.bench --quick --device D --no-transformers` and `--batch 1,2 --device D`."""
+    root, target = folders
+    common = ["--target", str(target), "--draft", str(root / "draft"), "--quick", "--device", device]
+    for extra in (["--heads", str(root / "heads"), "--tuned", "none", "--no-transformers"], ["--batch", "1,2"]):
+        run = subprocess.run([sys.executable, "-m", "tree_spec.bench", *common, *extra, "--out", str(tmp_path)],
+                             cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+    table = (tmp_path / "BENCHMARK.md").read_text()
+    assert f"ms/token = {clock_name(device)} / tokens" in table and f"(device {device}" in table
+    assert json.loads((tmp_path / "benchmark.json").read_text())["device"].startswith(device)
+    batch = (tmp_path / "BENCHMARK_BATCH.md").read_text()
+    assert clock_name(device) in batch and f"--device {device}`" in batch
+    assert "| n-gram | 2 |" in batch and "| NO |" not in batch  # every batched row equals plain greedy
+
+
+def test_bench_refuses_cuda_without_a_gpu(folders, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: --device cuda would run")
+    root, target = folders
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--target", str(target), "--quick", "--device", "cuda", "--out", str(root / "never")])
+    assert exit_info.value.code == 2 and "no CUDA GPU" in capsys.readouterr().err
+    assert not (root / "never").exists()

@@ -325,32 +325,35 @@ def batch_table(points_by_drafter: dict[str, list[BatchPoint]]) -> str:
 
 def batch_benchmark(
     target_name: str, draft_name: str, batches: Sequence[int], n_prompts: int, new_tokens: int, k: int = 4,
-    out_dir: str | None = None,
+    out_dir: str | None = None, device: torch.device | str = "cpu",
 ) -> dict:
     """`python -m tree_spec.bench --batch 1,4,16`: `batch_sweep` for every batched drafter (n-gram, the
-    separate small model unless draft_name is 'none', the INT4 quantized self) on held-out prompts; prints
-    the table and, with out_dir, writes BENCHMARK_BATCH.md there. Returns {drafter: [BatchPoint as dict]}."""
+    separate small model unless draft_name is 'none', the INT4 quantized self) on held-out prompts, every
+    model on `device`; prints the table and, with out_dir, writes BENCHMARK_BATCH.md there.
+    Returns {drafter: [BatchPoint as dict]}."""
     from pathlib import Path
 
     from mini_llm import load_model, load_tokenizer
 
+    from .costs import clock_name
     from .drafters import QuantizedSelfDrafter
     from .ngram import NGramDrafter
     from .prompts import held_out_prompts
 
-    target = load_model(target_name)
+    target = load_model(target_name, device=device)
     prompts = held_out_prompts(load_tokenizer(target_name), n=n_prompts)
-    drafters: dict[str, Drafter | Transformer] = {"n-gram": NGramDrafter(target.cfg.vocab_size)}
+    drafters: dict[str, Drafter | Transformer] = {"n-gram": NGramDrafter(target.cfg.vocab_size, device=target.device)}
     if draft_name != "none":
-        drafters[f"small model ({draft_name})"] = load_model(draft_name)
+        drafters[f"small model ({draft_name})"] = load_model(draft_name, device=device)
     drafters["INT4 quantized self"] = QuantizedSelfDrafter(target)
     runs = {name: batch_sweep(target, d, prompts, batches, new_tokens, k=k) for name, d in drafters.items()}
-    clock = "thread CPU time" if target.device.type == "cpu" else "wall time"
+    clock = clock_name(target.device)
     text = (f"# Batched decoding: plain vs chain speculation (k = {k}), {target_name}\n\n"
             f"{n_prompts} held-out prompts (cycled for larger batches), {new_tokens} new tokens per row, greedy, "
             f"{torch.get_num_threads()} torch thread(s), {clock}; tokens/s = tokens generated / time of the "
             f"whole call, prefill included. Command: `python -m tree_spec.bench --batch "
-            f"{','.join(map(str, batches))} --prompts {n_prompts} --new-tokens {new_tokens}`.\n\n{batch_table(runs)}\n")
+            f"{','.join(map(str, batches))} --prompts {n_prompts} --new-tokens {new_tokens} --device {device}`."
+            f"\n\n{batch_table(runs)}\n")
     print(text)
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)

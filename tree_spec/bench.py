@@ -2,11 +2,12 @@
 
     python -m tree_spec.bench [--target tiny-qwen3] [--draft tiny-qwen3-draft] [--heads models/heads]
                               [--tuned models/tuned] [--prompts 16] [--new-tokens 128] [--temperature 0.0]
-                              [--threads 1] [--out models] [--quick]
+                              [--threads 1] [--device cpu] [--out models] [--quick]
 
 Methods run interleaved per prompt (plain greedy, then each method, prompt after prompt), so their
 ms/token ratios come from the same conditions. Timing: one torch thread and the thread's CPU time
-(`time.thread_time`), so other processes on the machine change the numbers little.
+(`time.thread_time`), so other processes on the machine change the numbers little; with `--device cuda`,
+wall time read after `torch.cuda.synchronize()` (`tree_spec.costs.device_clock`).
 
 Main table: τ (tokens per target call, counting the target's own token; plain = 1.00), α (the per-position
 acceptance rate: depth d accepted given depths < d were), the acceptance ratio (accepted / proposed draft
@@ -43,7 +44,7 @@ from mini_llm.load import MODELS_DIR, resolve_model_path
 
 from .batch import batch_benchmark
 from .chain import speculative_generate
-from .costs import DEFAULT_NEW_TOKENS, CostCurve, ForwardTimer, hardware_name, timed_drafter
+from .costs import DEFAULT_NEW_TOKENS, CostCurve, ForwardTimer, clock_name, device_clock, hardware_name, timed_drafter
 from .drafters import Drafter, ModelDrafter, QuantizedSelfDrafter
 from .dynamic import dynamic_tree_speculative_generate
 from .head_io import load_head
@@ -84,8 +85,9 @@ class Method:
         prefill_sizes=Counter(), verify_sizes=Counter()))
 
 
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
+def _gen(seed: int, device: torch.device) -> torch.Generator:
+    """A seeded generator on the device whose tensors it samples."""
+    return torch.Generator(device=device).manual_seed(seed)
 
 
 def _spec(out: SpecOutput) -> tuple[list[int], SpecOutput]:
@@ -126,19 +128,19 @@ def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path
 
     def chain(drafter, k, name, form=None):
         run = lambda p, n, t, s: _spec(speculative_generate(target, drafter, p, n, k=k, temperature=t,  # noqa: E731
-                                                            generator=_gen(s)))
+                                                            generator=_gen(s, target.device)))
         return Method(name, form or f"chain k={k}", run, drafter, chain=True)
 
     def tree(drafter, branching, name, form=None):
         if all(w == 1 for w in branching):
             return chain(drafter, len(branching), name, form and form.replace("tree", "chain"))
         run = lambda p, n, t, s: _spec(tree_speculative_generate(  # noqa: E731
-            target, drafter, p, n, branching=branching, temperature=t, generator=_gen(s)))
+            target, drafter, p, n, branching=branching, temperature=t, generator=_gen(s, target.device)))
         return Method(name, form or f"tree {list(branching)}", run, drafter)
 
     def dynamic(drafter, name):
         run = lambda p, n, t, s: _spec(dynamic_tree_speculative_generate(  # noqa: E731
-            target, drafter, p, n, **DYNAMIC, temperature=t, generator=_gen(s)))
+            target, drafter, p, n, **DYNAMIC, temperature=t, generator=_gen(s, target.device)))
         form = f"dynamic tree (depth {DYNAMIC['depth']}, top_k {DYNAMIC['top_k']}, {DYNAMIC['total_tokens']} tokens)"
         return Method(name, form, run, drafter)
 
@@ -153,7 +155,8 @@ def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path
             methods.append(chain(drafter, fallback_k, name, f"chain k={fallback_k} (shape row; no tuned file)"))
 
     methods.append(Method("plain greedy (mini_llm)", "1 token / call", lambda p, n, t, s: (
-        generate(target, torch.tensor([p], device=target.device), n, temperature=t, generator=_gen(s))[0].tolist(),
+        generate(target, torch.tensor([p], device=target.device), n, temperature=t,
+                 generator=_gen(s, target.device))[0].tolist(),
         None)))
     ngram = NGramDrafter(target.cfg.vocab_size, device=target.device)
     methods.append(chain(ngram, CHAIN_K + 1, "n-gram / prompt lookup"))
@@ -197,18 +200,19 @@ def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path
     return methods, skipped
 
 
-def hf_methods(target_path: Path, draft_path: Path | None) -> list[Method]:
-    """transformers baselines on the same checkpoints: generate, assisted generation, prompt lookup."""
+def hf_methods(target_path: Path, draft_path: Path | None, device: torch.device | str = "cpu") -> list[Method]:
+    """transformers baselines on the same checkpoints and device: generate, assisted generation, prompt lookup."""
     from transformers import AutoModelForCausalLM
 
-    hf_target = AutoModelForCausalLM.from_pretrained(target_path, dtype=torch.float32).eval()
+    hf_target = AutoModelForCausalLM.from_pretrained(target_path, dtype=torch.float32).to(device).eval()
     hf_target.generation_config.eos_token_id = None  # fixed length, like the mini_llm runs
 
     def run(**kwargs) -> Runner:
         def go(p: list[int], n: int, t: float, s: int):
             torch.manual_seed(s)
             with torch.inference_mode():
-                out = hf_target.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
+                out = hf_target.generate(torch.tensor([p], device=device),
+                                         attention_mask=torch.ones(1, len(p), dtype=torch.long, device=device),
                                          max_new_tokens=n, do_sample=t > 0, temperature=t if t > 0 else None,
                                          top_k=None, top_p=None, pad_token_id=0, **kwargs)
             return out[0, len(p):].tolist(), None
@@ -216,7 +220,7 @@ def hf_methods(target_path: Path, draft_path: Path | None) -> list[Method]:
 
     methods = [Method("transformers generate", "1 token / call", run())]
     if draft_path is not None:
-        hf_draft = AutoModelForCausalLM.from_pretrained(draft_path, dtype=torch.float32).eval()
+        hf_draft = AutoModelForCausalLM.from_pretrained(draft_path, dtype=torch.float32).to(device).eval()
         hf_draft.generation_config.eos_token_id = None
         methods.append(Method("transformers assisted", "assistant_model=draft", run(assistant_model=hf_draft)))
     lookup = run(prompt_lookup_num_tokens=10)
@@ -226,15 +230,17 @@ def hf_methods(target_path: Path, draft_path: Path | None) -> list[Method]:
 
 @contextmanager
 def timed_forward(target: Transformer):
-    """Inside the block, every target forward appends (new tokens T, thread ms) to the yielded list."""
+    """Inside the block, every target forward appends (new tokens T, ms of `device_clock(target.device)`) to the
+    yielded list."""
     record: list[tuple[int, float]] = []
+    clock = device_clock(target.device)
 
     def timed(ids, *args, **kwargs):
-        start = time.thread_time()
+        start = clock()
         try:
             return type(target).forward(target, ids, *args, **kwargs)
         finally:
-            record.append((ids.shape[1], 1000 * (time.thread_time() - start)))
+            record.append((ids.shape[1], 1000 * (clock() - start)))
 
     target.forward = timed
     try:
@@ -260,9 +266,11 @@ def _add_spec(total: SpecOutput | None, out: SpecOutput) -> SpecOutput:
 
 def run_bench(methods: list[Method], prompts: list[list[int]], new_tokens: int, temperature: float, seed: int,
               target: Transformer, timer: ForwardTimer | None = None) -> None:
-    """Run every method on every prompt, interleaved; accumulate each method's counters and thread-time
-    breakdown (prefill, verify forwards, drafter work) in place. After each prompt, `timer` samples the
-    target's cost curve once more, so the curve is measured under the same conditions as the runs."""
+    """Run every method on every prompt, interleaved; accumulate each method's counters and time breakdown
+    (prefill, verify forwards, drafter work; thread CPU time, or synchronized wall time when the target is on
+    CUDA) in place. After each prompt, `timer` samples the target's cost curve once more, so the curve is
+    measured under the same conditions as the runs."""
+    clock = device_clock(target.device)
     for method in methods:  # warm-up: lazy imports, allocator, first-call overheads
         method.run(prompts[0][:16], 4, temperature, seed)
     if timer is not None:
@@ -275,9 +283,9 @@ def run_bench(methods: list[Method], prompts: list[list[int]], new_tokens: int, 
             with ExitStack() as stack:
                 forwards = stack.enter_context(timed_forward(target))
                 drafts = stack.enter_context(timed_drafter(method.drafter)) if method.drafter is not None else []
-                start = time.thread_time()
+                start = clock()
                 tokens, out = method.run(prompt, new_tokens, temperature, seed + i)
-                ms = 1000 * (time.thread_time() - start)
+                ms = 1000 * (clock() - start)
             reference = tokens if reference is None else reference
             t = method.totals
             t["tokens"] += len(tokens)
@@ -380,10 +388,11 @@ def summarize(methods: list[Method], curve: CostCurve | None = None) -> list[dic
     return rows
 
 
-def machine() -> str:
+def machine(device: torch.device | str = "cpu") -> str:
     import platform
 
-    return f"{hardware_name()}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}, {platform.system()}"
+    return (f"{hardware_name(device)}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}, "
+            f"{platform.system()}")
 
 
 def _depths(values: list[float] | None) -> str:
@@ -394,11 +403,12 @@ def markdown(result: dict) -> str:
     """The result as Markdown: the main table, the cost curve and the reconciliation table."""
     fmt = lambda v, spec: "—" if v is None else format(v, spec)  # noqa: E731
     greedy = result["temperature"] == 0
+    clock = result["clock"]
     lines = [
         f"# Benchmark: every draft source on `{result['target']}` (temperature {result['temperature']})", "",
         f"{result['prompts']} held-out prompts x {result['new_tokens']} new tokens, batch 1, fp32, on "
-        f"{result['machine']}; methods interleaved per prompt; ms/token = thread CPU time (robust to other "
-        f"processes) / tokens; speedup = plain mini_llm greedy ms/token / method ms/token (same run).",
+        f"{result['machine']} (device {result['device']}); methods interleaved per prompt; ms/token = {clock} / "
+        f"tokens; speedup = plain mini_llm greedy ms/token / method ms/token (same run).",
         "",
         "τ = tokens per target call counting the target's own token (plain = 1.00). Two acceptance rates: "
         "α = the per-position rate (depth d accepted given every shallower depth was; the α of "
@@ -435,7 +445,7 @@ def markdown(result: dict) -> str:
             "passes that accepted depth d) gives the predicted tokens per pass τ̂ = 1 + α1 + α1·α2 + ... (chains) or "
             "1 + Σ_d acceptance at depth d (trees). Predicted ms/token = (prefills from the curve + "
             "(tokens − prompts) / τ̂ × (draft ms per pass + verify ms per pass from the curve at each pass's node "
-            "count)) / tokens. Draft ms per pass: thread time inside the drafter's calls in this run. Overhead = "
+            f"count)) / tokens. Draft ms per pass: {clock} inside the drafter's calls in this run. Overhead = "
             "measured total − prefill − verify forwards − drafter work, per pass (not in the model). "
             f"Gap = predicted / measured − 1; rows outside ±{TOLERANCE:.0%} say which term is off.",
             "",
@@ -469,7 +479,7 @@ def plot(result: dict, path: Path) -> None:
     ax1, ax2 = fig.subplots(1, 2, sharey=True)
     ax1.barh(labels, [r["speedup"] for r in rows], color="tab:blue")
     ax1.axvline(1.0, color="gray", lw=1)
-    ax1.set(xlabel="speedup vs plain mini_llm greedy (same run, thread CPU time)")
+    ax1.set(xlabel=f"speedup vs plain mini_llm greedy (same run, {result['clock']})")
     ax2.barh(labels, [r["tau"] or 0 for r in rows], color="tab:green")
     ax2.set(xlabel="τ: tokens per target call")
     ax1.invert_yaxis()
@@ -490,12 +500,16 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: thread CPU time = all work)")
+    p.add_argument("--device", default="cpu", help="where the models run: cpu (thread CPU time) or cuda (wall time "
+                                                   "after torch.cuda.synchronize())")
     p.add_argument("--out", default=str(MODELS_DIR), help="output folder (default models/)")
     p.add_argument("--no-transformers", action="store_true", help="skip the transformers baselines")
     p.add_argument("--quick", action="store_true", help="2 prompts x 16 tokens (for tests)")
     p.add_argument("--batch", help="batch sizes, e.g. 1,4,16: plain vs speculative tokens/s per batch size instead "
                                    "(tree_spec.batch.batch_benchmark; writes BENCHMARK_BATCH.md)")
     args = p.parse_args(argv)
+    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
+        p.error(f"--device {args.device}: no CUDA GPU is visible to torch")
     n_prompts, new_tokens = (2, 16) if args.quick else (args.prompts, args.new_tokens)
 
     threads_before = torch.get_num_threads()
@@ -503,11 +517,11 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         if args.batch:
             return batch_benchmark(args.target, args.draft, [int(b) for b in args.batch.split(",")], n_prompts,
-                                   new_tokens, out_dir=args.out)
+                                   new_tokens, out_dir=args.out, device=args.device)
         target_path = resolve_model_path(args.target)
         draft_path = None if args.draft == "none" else resolve_model_path(args.draft)
-        target = load_model(target_path)
-        draft = load_model(draft_path) if draft_path else None
+        target = load_model(target_path, device=args.device)
+        draft = load_model(draft_path, device=args.device) if draft_path else None
         prompts = held_out_prompts(load_tokenizer(target_path), n_prompts)
         tuned_dir = None if args.tuned == "none" else Path(args.tuned)
         methods, skipped = spec_methods(target, draft, Path(args.heads), tuned_dir, greedy=args.temperature == 0,
@@ -515,7 +529,7 @@ def main(argv: list[str] | None = None) -> dict:
         if args.no_transformers:
             skipped.append("transformers baselines: --no-transformers")
         else:
-            methods += hf_methods(target_path, draft_path)
+            methods += hf_methods(target_path, draft_path, args.device)
         mean_prompt = sum(map(len, prompts)) // len(prompts)
         sizes = DEFAULT_NEW_TOKENS if not args.quick else (1, 2, 4, 8, 16)
         lengths = sorted(map(len, prompts))
@@ -523,12 +537,13 @@ def main(argv: list[str] | None = None) -> dict:
         timer = ForwardTimer(target, sorted({*sizes, *prefill_sizes}),
                              context=mean_prompt + new_tokens // 2)
         print(f"{len(methods)} methods x {n_prompts} prompts x {new_tokens} tokens, temperature {args.temperature}, "
-              f"{torch.get_num_threads()} torch thread(s)")
+              f"{torch.get_num_threads()} torch thread(s), {target.device}: {clock_name(target.device)}")
         run_bench(methods, prompts, new_tokens, args.temperature, args.seed, target, timer)
         curve = timer.curve(str(args.target))
         result = dict(
             target=str(args.target), draft=str(args.draft), temperature=args.temperature, prompts=n_prompts,
-            new_tokens=new_tokens, machine=machine(), skipped=skipped, rows=summarize(methods, curve),
+            new_tokens=new_tokens, machine=machine(target.device), device=str(target.device),
+            clock=clock_name(target.device), skipped=skipped, rows=summarize(methods, curve),
             cost_curve=curve.to_dict(),
             command="python -m tree_spec.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
         )

@@ -45,10 +45,12 @@ DEFAULT_NEW_TOKENS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 COSTS_DIR = Path(__file__).resolve().parent.parent / "models" / "costs"
 
 
-def hardware_name() -> str:
-    """CPU model name (or the CUDA device name) of this machine."""
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name()
+def hardware_name(device: torch.device | str | None = None) -> str:
+    """The name of the hardware that runs `device`: the CUDA device's name, or the CPU's model name.
+    None: the CUDA device when there is one, else the CPU."""
+    cuda = torch.cuda.is_available() if device is None else torch.device(device).type == "cuda"
+    if cuda:
+        return torch.cuda.get_device_name(device)
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -69,17 +71,33 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+def device_clock(device: torch.device | str | None = None) -> Callable[[], float]:
+    """A clock in seconds for timing work on `device`: this thread's CPU time (`time.thread_time`) on a CPU;
+    on CUDA, wall time read after `torch.cuda.synchronize()` (kernels run asynchronously, so the thread's
+    CPU time would miss them and an unsynchronized wall clock would stop before they finish)."""
+    if device is None or torch.device(device).type != "cuda":
+        return time.thread_time
+
+    def synchronized() -> float:
+        torch.cuda.synchronize(device)
+        return time.perf_counter()
+
+    return synchronized
+
+
+def clock_name(device: torch.device | str | None = None) -> str:
+    """What `device_clock(device)` measures, for tables and plots."""
+    if device is None or torch.device(device).type != "cuda":
+        return "thread CPU time"
+    return "wall time after torch.cuda.synchronize()"
+
+
 def thread_ms(fn: Callable[[], object], device: torch.device | None = None) -> float:
-    """Milliseconds of this thread's CPU time spent in fn() (wall time after a synchronize on CUDA)."""
-    if device is not None and device.type == "cuda":
-        torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        fn()
-        torch.cuda.synchronize(device)
-        return 1000 * (time.perf_counter() - start)
-    start = time.thread_time()
+    """Milliseconds of `device_clock(device)` spent in fn(): thread CPU time, or synchronized wall time on CUDA."""
+    clock = device_clock(device)
+    start = clock()
     fn()
-    return 1000 * (time.thread_time() - start)
+    return 1000 * (clock() - start)
 
 
 @dataclass
@@ -256,7 +274,8 @@ class ForwardTimer:
         cuda = self.target.device.type == "cuda"
         return CostCurve(
             new_tokens=self.new_tokens, ms_points=[statistics.median(self.times[n]) for n in self.new_tokens],
-            context=self.context, model=model_name, hardware=hardware_name(), torch_version=torch.__version__,
+            context=self.context, model=model_name, hardware=hardware_name(self.target.device),
+            torch_version=torch.__version__,
             threads=torch.get_num_threads(), repeats=min(len(v) for v in self.times.values()),
             tree_mask=self.tree_shaped,
             method="CUDA wall time with synchronize, median" if cuda else "thread CPU time, median",
@@ -310,22 +329,24 @@ DRAFTER_METHODS = ("next_logits", "propose", "observe", "observe_verify")
 @contextmanager
 def timed_drafter(drafter: Drafter) -> Iterator[list[tuple[str, int, float]]]:
     """Inside the block, every call of the drafter's work methods (`DRAFTER_METHODS`: drafting and taking the
-    target's features) appends (method, frontier size or 0, thread ms) to the yielded list. A method that calls
-    another (or itself) is counted once, at the outermost call."""
+    target's features) appends (method, frontier size or 0, ms) to the yielded list: thread CPU ms, or
+    synchronized wall ms when the drafter runs on CUDA (`device_clock`). A method that calls another (or
+    itself) is counted once, at the outermost call."""
     record: list[tuple[str, int, float]] = []
     depth = [0]
+    clock = device_clock(drafter.device)
 
     def wrap(name, original):
         def timed(*args, **kwargs):
             depth[0] += 1
-            start = time.thread_time()
+            start = clock()
             try:
                 return original(*args, **kwargs)
             finally:
                 depth[0] -= 1
                 if depth[0] == 0:
                     width = len(args[3]) if name == "next_logits" and len(args) > 3 else 0
-                    record.append((name, width, 1000 * (time.thread_time() - start)))
+                    record.append((name, width, 1000 * (clock() - start)))
         return timed
 
     wrapped = [name for name in DRAFTER_METHODS if hasattr(drafter, name)]
