@@ -9,8 +9,8 @@ from tree_spec import ModelDrafter, tree_speculative_generate
 from tree_spec.costs import CostCurve
 from tree_spec.speedup import tree_node_count
 from tree_spec.tune import (
-    DRAFTERS, FIXED_SHAPES, TUNED_DIR, RankProfile, StepCosts, branching_lists, load_tuned, measure_rank_profile,
-    rank_shapes, tuned_drafter,
+    DRAFTERS, FIXED_SHAPES, MARGIN, TUNED_DIR, RankProfile, StepCosts, branching_lists, choose, load_tuned,
+    measure_rank_profile, rank_shapes, tuned_drafter,
 )
 from tests.spec_models import perturbed_copy, prompts, random_model
 
@@ -44,6 +44,19 @@ def test_the_walk_averages_over_the_positions_a_decoder_visits():
     assert profile.reach([1, 1]) == pytest.approx([2 / 3, 1 / 3])
     assert profile.reach([1, 1], walk=False) == pytest.approx([2 / 4, 1 / 4])
     assert profile.tokens_per_pass([1, 1]) == pytest.approx((1 + 2 + 3) / 3)  # tokens committed / passes
+
+
+def test_a_new_shape_replaces_the_fixed_one_only_when_clearly_faster():
+    def row(branching, ms, vocab=None):
+        return dict(vocab=vocab, branching=branching, ms_per_token=ms)
+
+    fixed = [[1, 1, 1, 1], [2, 2, 1, 1]]
+    slightly = 1.0 - MARGIN / 2
+    assert choose([row([1, 1, 1, 1], 1.0), row([2, 3], slightly)], fixed)["branching"] == [1, 1, 1, 1]
+    assert choose([row([1, 1, 1, 1], 1.0), row([1, 1, 1, 1], slightly, vocab=1024)], fixed)["vocab"] is None
+    assert choose([row([1, 1, 1, 1], 1.0), row([2, 3], 0.8)], fixed)["branching"] == [2, 3]
+    assert choose([row([2, 2, 1, 1], 1.0), row([1, 1, 1, 1], 0.9), row([2, 3], 0.88)], fixed)["branching"] == [1, 1, 1, 1]
+    assert choose([row([2, 3], 1.0), row([3], 0.99)], fixed)["branching"] == [3]  # no fixed shape measured
 
 
 def test_branching_lists_respect_their_limits():
