@@ -100,6 +100,7 @@ def test_bench_cli_main_table_and_batch_on_the_device(folders, device, tmp_path)
     batch = (tmp_path / "BENCHMARK_BATCH.md").read_text()
     assert clock_name(device) in batch and f"--device {device}`" in batch
     assert "| n-gram | 2 |" in batch and "| NO |" not in batch  # every batched row equals plain greedy
+    assert "Plain `generate_batch` tokens/s over its tokens/s at B = 1" in batch and "B = 2: " in batch
 
 
 def test_bench_refuses_cuda_without_a_gpu(folders, capsys):

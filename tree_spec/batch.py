@@ -305,6 +305,12 @@ def batch_sweep(
     return points
 
 
+def plain_scaling(points: Sequence[BatchPoint]) -> dict[int, float]:
+    """Plain `generate_batch` tokens/s at each batch size over its tokens/s at the first (B = 1): how much
+    the baseline itself gains from batching (a fair batch baseline gains several times by B = 8)."""
+    return {p.batch: p.plain_tps / points[0].plain_tps for p in points}
+
+
 def crossover(points: Sequence[BatchPoint]) -> int | None:
     """The first measured batch size whose speculative speedup is below 1x (None if none is)."""
     return next((p.batch for p in points if p.speedup < 1), None)
@@ -353,7 +359,9 @@ def batch_benchmark(
             f"{torch.get_num_threads()} torch thread(s), {clock}; tokens/s = tokens generated / time of the "
             f"whole call, prefill included. Command: `python -m tree_spec.bench --batch "
             f"{','.join(map(str, batches))} --prompts {n_prompts} --new-tokens {new_tokens} --device {device}`."
-            f"\n\n{batch_table(runs)}\n")
+            f"\n\n{batch_table(runs)}\n\nPlain `generate_batch` tokens/s over its tokens/s at B = {batches[0]}, per sweep: "
+            + "; ".join(f"{name}: " + ", ".join(f"B = {b}: {r:.2f}×" for b, r in plain_scaling(points).items())
+                        for name, points in runs.items()) + "\n")
     print(text)
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
