@@ -27,7 +27,7 @@ def folders(tmp_path_factory):
     save_head(make_head("eagle", cfg), root / "heads" / "eagle")  # untrained: identity must still hold
     save_head(make_head("medusa", cfg), root / "heads" / "medusa")
     (root / "tuned").mkdir()
-    for name, branching in (("eagle", [2, 1]), ("medusa", [1, 1])):  # the format of python -m tree_spec.tune
+    for name, branching in (("eagle", [2, 1]), ("medusa", [1, 1]), ("int4-self", [2, 2, 1, 1])):  # as tree_spec.tune
         (root / "tuned" / f"{name}.json").write_text(json.dumps(
             {"drafter": name, "target": str(target), "branching": branching, "draft_vocab": None}))
     return root, target
@@ -45,6 +45,10 @@ def test_bench_quick_greedy(folders, device):
     # tuned shapes run beside the fixed ones; a chain-shaped tuned file runs as a chain
     assert forms["EAGLE-1 (tuned)"] == "tree [2, 1] (tuned)" and forms["Medusa heads (tuned)"] == "chain k=2 (tuned)"
     assert not any("shape row" in f and m.startswith("EAGLE-1") for m, f in forms.items())
+    # a tuned shape equal to a fixed row's is that row, not a second run of the same configuration
+    assert forms["quantized self (INT4)"] == "tree [2, 2, 1, 1] (= tuned)" and "quantized self (INT4) (tuned)" not in forms
+    text = (out / "BENCHMARK.md").read_text()
+    assert "- EAGLE-1: " not in text and "- EAGLE-1 (tuned): tree [2, 1] (tuned)" in text and "Fastest model-based" in text
     assert names[0] == "plain greedy (mini_llm)" and "EAGLE-2" in names and "transformers assisted" in names
     skipped = result["skipped"]
     assert any(s.startswith("EAGLE-3") for s in skipped) and any(s.startswith("MTP") for s in skipped)

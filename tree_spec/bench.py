@@ -21,7 +21,8 @@ predicted ms/token = (prefills + passes × (draft ms per pass + verify ms from t
 count)) / tokens, beside the measured ms/token. The note says which term is off when they differ by > 15 %.
 
 Tree drafters also run with their tuned shape (rows "(tuned)") when `python -m tree_spec.tune` saved one
-under models/tuned/. Methods whose head folder is missing are listed as skipped. Writes BENCHMARK*.md,
+under models/tuned/ (a fixed row whose shape tuning kept reads "(= tuned)": one configuration, one row); a
+section compares each tuned row with its drafter's fixed rows and names the fastest model-based drafter. Methods whose head folder is missing are listed as skipped. Writes BENCHMARK*.md,
 .json and .png.
 """
 from __future__ import annotations
@@ -72,13 +73,15 @@ TUNE_NAMES = {"small": "small-model", "int4": "int4-self", "medusa": "medusa", "
 
 @dataclass
 class Method:
-    """One benchmark row. drafter: the drafter object (timed per call); chain: τ predicted from per-depth α products."""
+    """One benchmark row. drafter: the drafter object (timed per call); chain: τ predicted from per-depth α products;
+    shape: the branching list of a static tree or chain (None for other forms)."""
 
     name: str
     form: str
     run: Runner
     drafter: Drafter | None = None
     chain: bool = False
+    shape: tuple[int, ...] | None = None
     spec: SpecOutput | None = None  # counters summed over the prompts
     totals: dict = field(default_factory=lambda: dict(
         tokens=0, ms=0.0, identical=0, prompts=0, prefill_ms=0.0, verify_ms=0.0, draft_ms=0.0, draft_work_calls=0,
@@ -129,14 +132,14 @@ def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path
     def chain(drafter, k, name, form=None):
         run = lambda p, n, t, s: _spec(speculative_generate(target, drafter, p, n, k=k, temperature=t,  # noqa: E731
                                                             generator=_gen(s, target.device)))
-        return Method(name, form or f"chain k={k}", run, drafter, chain=True)
+        return Method(name, form or f"chain k={k}", run, drafter, chain=True, shape=(1,) * k)
 
     def tree(drafter, branching, name, form=None):
         if all(w == 1 for w in branching):
             return chain(drafter, len(branching), name, form and form.replace("tree", "chain"))
         run = lambda p, n, t, s: _spec(tree_speculative_generate(  # noqa: E731
             target, drafter, p, n, branching=branching, temperature=t, generator=_gen(s, target.device)))
-        return Method(name, form or f"tree {list(branching)}", run, drafter)
+        return Method(name, form or f"tree {list(branching)}", run, drafter, shape=tuple(branching))
 
     def dynamic(drafter, name):
         run = lambda p, n, t, s: _spec(dynamic_tree_speculative_generate(  # noqa: E731
@@ -148,6 +151,10 @@ def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path
         methods.append(fixed)
         if key in tuned:
             tuned_drafter, shape, saved = tuned[key]
+            same = next((m for m in methods if m.name == name and m.shape == tuple(shape)), None)
+            if same is not None and not saved.get("draft_vocab"):  # tuning kept a fixed row's shape: one row
+                same.form += " (= tuned)"
+                return
             kind = f"chain k={len(shape)}" if all(w == 1 for w in shape) else f"tree {shape}"
             vocab = f", draft vocab {saved['draft_vocab']}" if saved.get("draft_vocab") else ""
             methods.append(tree(tuned_drafter, shape, f"{name} (tuned)", f"{kind} (tuned{vocab})"))
@@ -399,6 +406,32 @@ def _depths(values: list[float] | None) -> str:
     return "—" if not values else " / ".join(f"{v:.2f}" for v in values)
 
 
+MODEL_BASED = ("small model", "quantized self", "Medusa", "EAGLE", "MTP")
+
+
+def tuned_vs_fixed(rows: list[dict]) -> list[str]:
+    """Markdown lines: each tuned row against the fastest fixed-shape row of its drafter (same run), and the
+    fastest model-based drafter (small model, INT4 self, Medusa, EAGLE-1/2/3, MTP) against plain greedy."""
+    lines = ["", "## Tuned shapes against fixed ones, and the fastest model-based drafter (this run)", ""]
+    for r in rows:
+        if r["form"].endswith("(= tuned)"):
+            lines.append(f"- {r['method']}: tuning kept the fixed shape ({r['form']}); one row.")
+        if not r["method"].endswith(" (tuned)"):
+            continue
+        fixed = [f for f in rows if f["method"] == r["method"].removesuffix(" (tuned)")]
+        if not fixed:
+            continue
+        best = min(fixed, key=lambda f: f["ms_per_token"])
+        verdict = "at least as fast" if r["ms_per_token"] <= best["ms_per_token"] else "SLOWER"
+        lines.append(f"- {r['method']}: {r['form']} {r['ms_per_token']:.2f} ms/token vs the fixed {best['form']} "
+                     f"{best['ms_per_token']:.2f}: {verdict}.")
+    model_based = [r for r in rows if r["method"].startswith(MODEL_BASED)]
+    if model_based:
+        top = max(model_based, key=lambda r: r["speedup"])
+        lines.append(f"- Fastest model-based drafter: {top['method']}, {top['form']}: {top['speedup']:.2f}x plain greedy.")
+    return lines if len(lines) > 3 else []
+
+
 def markdown(result: dict) -> str:
     """The result as Markdown: the main table, the cost curve and the reconciliation table."""
     fmt = lambda v, spec: "—" if v is None else format(v, spec)  # noqa: E731
@@ -429,6 +462,7 @@ def markdown(result: dict) -> str:
         )
     if result["skipped"]:
         lines += ["", "Skipped: " + "; ".join(result["skipped"]) + "."]
+    lines += tuned_vs_fixed(result["rows"])
     curve = CostCurve.from_dict(result["cost_curve"]) if result.get("cost_curve") else None
     if curve is not None:
         points = ", ".join(f"{n}: {m:.2f}" for n, m in zip(curve.new_tokens, curve.ms_points))
