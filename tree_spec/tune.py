@@ -65,15 +65,18 @@ TUNED_DIR = MODELS_DIR / "tuned"
 MARGIN = 0.04
 DRAFTERS = ("small-model", "int4-self", "medusa", "eagle", "eagle3", "mtp")
 HEAD_FOLDERS = {"medusa": "medusa", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp"}
-# the benchmark's fixed shapes per drafter (branching lists; [1] * k is a chain)
+# the benchmark's fixed-shape rows per drafter (branching lists; [1] * k is a chain): validated beside the
+# search's best, and kept unless beaten by MARGIN. EAGLE-3's benchmark row is EAGLE-2's dynamic tree, not a shape.
 FIXED_SHAPES = {
     "small-model": [[1, 1, 1, 1], [2, 2, 1, 1]],
     "int4-self": [[2, 2, 1, 1]],
     "medusa": [[3, 2, 2, 1]],
-    "eagle": [[3, 2, 1, 1, 1], [1, 1, 1]],
-    "eagle3": [[3, 2, 1, 1, 1]],
-    "mtp": [[1, 1, 1, 1], [1, 1, 1]],
+    "eagle": [[3, 2, 1, 1, 1]],
+    "eagle3": [],
+    "mtp": [[1, 1, 1, 1]],
 }
+# more shapes always validated: the short chain (k = 3) of the model drafters
+ALSO_VALIDATED = {"eagle": [[1, 1, 1]], "eagle3": [[1, 1, 1], [3, 2, 1, 1, 1]], "mtp": [[1, 1, 1]]}
 
 
 # ---------------------------------------------------------------- the draft vocabulary (reduced LM head)
@@ -613,7 +616,8 @@ def tune_drafter(
         candidates: list[tuple[int | None, list[int]]] = []
         for key, _, rows in results:
             candidates += [(key, r["branching"]) for r in rows[:args.validate_top]]
-        candidates += [(None, list(s)) for s in FIXED_SHAPES.get(name, ()) if len(s) <= profiles[None].depth]
+        candidates += [(None, list(s)) for s in FIXED_SHAPES.get(name, []) + ALSO_VALIDATED.get(name, [])
+                       if len(s) <= profiles[None].depth]
         candidates = list(dict.fromkeys((k, tuple(s)) for k, s in candidates))
         measured = validate(target, drafters, [(k, list(s)) for k, s in candidates], cost_prompts, args.validate_tokens)
         print(f"\nvalidation on {len(cost_prompts)} other held-out prompts x {args.validate_tokens} tokens (thread time, "
