@@ -1,11 +1,14 @@
 """The measured cost model: curve interpolation and fit, JSON round trip, timing on a real forward, profiles."""
 import json
+import time
 
 import pytest
 import torch
 
 from tests.spec_models import perturbed_copy, random_model
-from tree_spec.costs import COSTS_DIR, CostCurve, compare_profiles, measure_drafter_cost, measure_target_costs, profile_forward
+from tree_spec.costs import (
+    COSTS_DIR, CostCurve, compare_profiles, forward_after, measure_drafter_cost, measure_target_costs, profile_forward,
+)
 from tree_spec.drafters import ModelDrafter
 
 
@@ -38,6 +41,20 @@ def test_measure_target_costs_on_a_real_forward_and_plot():
     fig = curve.plot()
     assert fig.axes and fig.axes[0].get_xlabel().startswith("new tokens")
     assert torch.get_num_threads() >= 1
+
+
+def test_forward_after_times_the_forward_only_after_each_call_of_before():
+    target, calls = random_model(seed=6), []
+
+    def busy():  # 30 ms of CPU work that must not be counted
+        calls.append(1)
+        end = time.thread_time() + 0.03
+        while time.thread_time() < end:
+            pass
+
+    ms = forward_after(target, busy, n_new=3, context=8, repeats=4)
+    assert len(calls) == 5 and 0 < ms < 30  # one warm-up + 4 timed, each right after `before`
+    assert forward_after(target, lambda: None, n_new=3, context=8, repeats=4) > 0
 
 
 def test_measure_drafter_cost_times_every_level():

@@ -350,8 +350,9 @@ def reconcile(method: Method, curve: CostCurve) -> dict | None:
     if abs(gap) > TOLERANCE:
         terms = []
         if abs(verify_measured / verify_curve - 1) > 0.1:
-            terms.append(f"verify measured {verify_measured:.2f} vs curve {verify_curve:.2f} ms/pass (the curve is "
-                         f"measured at {curve.context} cached tokens; compare its points)")
+            terms.append(f"verify measured {verify_measured:.2f} vs curve {verify_curve:.2f} ms/pass (the curve times "
+                         f"forwards back to back at {curve.context} cached tokens; in the loop each verify follows "
+                         "draft work: tree_spec.costs.forward_after measures both)")
         if overhead > 0.1 * (verify_measured + draft):
             terms.append(f"loop overhead {overhead:.2f} ms/pass not in the model (measured: total − prefill − "
                          "verify forwards − drafter calls: Python tree building, greedy acceptance or the sampling "

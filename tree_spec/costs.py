@@ -306,6 +306,31 @@ def measure_target_costs(
         return timer.curve(model_name)
 
 
+def forward_after(
+    target: Transformer, before: Callable[[], object], n_new: int = 5, context: int = 128, repeats: int = 30,
+) -> float:
+    """Median ms (`device_clock`) of one target forward over `n_new` tokens after `context` cached tokens, each
+    timed right after calling `before()` (e.g. a chain's draft calls; `lambda: None` for back-to-back forwards).
+
+    A decoding loop never runs two verify passes back to back: the drafter runs in between. On a CPU what ran
+    just before changes what a forward costs (what the caches hold, among others), so a curve timed back to back
+    can underestimate a real loop's verify passes; this measures both conditions the same way.
+    """
+    clock, ids = device_clock(target.device), _context_ids(target, n_new, seed=2)
+    cache = target.new_cache(batch_size=1, max_len=context + n_new)
+    times = []
+    with one_thread(), torch.inference_mode():
+        target(_context_ids(target, context), cache=cache)
+        for r in range(repeats + 1):  # the first is a warm-up
+            before()
+            start = clock()
+            target(ids, cache=cache)
+            if r:
+                times.append(1000 * (clock() - start))
+            cache.truncate(context)
+    return statistics.median(times)
+
+
 @dataclass
 class DrafterCost:
     """Measured drafter cost. ms_per_call: mean ms of one `next_logits` call (= one tree level, the whole
