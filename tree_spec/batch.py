@@ -18,6 +18,7 @@ import torch
 from mini_llm import Transformer, logits_to_probs, sample_next
 from mini_llm.batch import _token_lists, extend_rows, generate_batch
 
+from .costs import clock_name, device_clock
 from .drafters import Drafter, ModelDrafter, _common_prefix
 from .output import SpecOutput
 from .sampling import verify_chain
@@ -280,16 +281,11 @@ def batch_sweep(
     included. Time is the thread's CPU time on a CPU (run torch with one thread: other processes on a
     shared machine then cannot inflate it), synchronized wall time on CUDA. The two runs alternate per B.
     """
-    cuda = target.device.type == "cuda"
-    clock = time.perf_counter if cuda else time.thread_time
+    clock = device_clock(target.device)
 
     def timed(fn):
-        if cuda:
-            torch.cuda.synchronize()
         start = clock()
         result = fn()
-        if cuda:
-            torch.cuda.synchronize()
         return result, clock() - start
 
     points = []
@@ -341,7 +337,6 @@ def batch_benchmark(
 
     from mini_llm import load_model, load_tokenizer
 
-    from .costs import clock_name
     from .drafters import QuantizedSelfDrafter
     from .ngram import NGramDrafter
     from .prompts import held_out_prompts

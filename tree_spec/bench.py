@@ -22,7 +22,8 @@ count)) / tokens, beside the measured ms/token. The note says which term is off 
 
 Tree drafters also run with their tuned shape (rows "(tuned)") when `python -m tree_spec.tune` saved one
 under models/tuned/ (a fixed row whose shape tuning kept reads "(= tuned)": one configuration, one row); a
-section compares each tuned row with its drafter's fixed rows and names the fastest model-based drafter. Methods whose head folder is missing are listed as skipped. Writes BENCHMARK*.md,
+section compares each tuned row with its drafter's fixed rows and names the fastest model-based drafter.
+Methods whose head folder is missing are listed as skipped. Writes BENCHMARK*.md,
 .json and .png.
 """
 from __future__ import annotations
