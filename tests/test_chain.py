@@ -85,7 +85,41 @@ def third_token_law(model, prompt, temperature):
     return torch.einsum("a,ab,abc->c", p1, p2, p3)
 
 
-@pytest.mark.parametrize("method", ["chain k=2", "tree [2, 2]"])
+@pytest.mark.parametrize("min_path_prob", [0.2, 0.6])
+def test_confidence_stopped_chain_equals_plain_greedy_and_stops_early(target, draft, min_path_prob):
+    """A chain that stops where the draft's path probability drops below min_path_prob: same tokens as plain
+    greedy; it drafts fewer than k on some passes, never more, and always at least one."""
+    for prompt in prompts(target.cfg.vocab_size, 4):
+        expected = generate(target, torch.tensor([prompt]), 24)[0].tolist()
+        out = speculative_generate(target, draft, prompt, 24, k=6, min_path_prob=min_path_prob)
+        assert out.tokens == expected
+        full = speculative_generate(target, draft, prompt, 24, k=6)
+        assert out.proposed < full.proposed
+        assert out.proposed >= out.target_calls - 1  # every verify pass after the prefill drafted >= 1 token
+
+
+def test_confidence_stop_follows_the_draft_path_probability(target, draft):
+    """build_draft_tree grows a node only while the product of draft probabilities along its path stays at or above
+    the threshold; the chain it returns matches that rule computed by hand."""
+    from tree_spec import build_draft_tree
+    prompt = prompts(target.cfg.vocab_size, 1)[0]
+    context, root = prompt[:-1], prompt[-1]
+    tree = build_draft_tree(draft, context, root, [1] * 6, min_path_prob=0.5)
+    tokens, path = [root], 1.0
+    with torch.inference_mode():
+        for _ in range(6):
+            probs = draft(torch.tensor([context + tokens]))[0, -1].softmax(-1)
+            token = int(probs.argmax())
+            tokens.append(token)
+            path *= float(probs[token])
+            if path < 0.5:
+                break
+    assert tree.tokens == tokens and tree.parents == list(range(-1, len(tokens) - 1))
+    with pytest.raises(ValueError, match="min_path_prob"):
+        build_draft_tree(draft, context, root, [1, 1], min_path_prob=1.5)
+
+
+@pytest.mark.parametrize("method", ["chain k=2", "tree [2, 2]", "chain k=3, confidence stop"])
 def test_sampled_decoding_follows_the_target_distribution(method):
     """Third new token of 800 seeded runs vs its exact law (drafts at depths 1 and 2 are verified)."""
     target = random_model(seed=0, vocab_size=24, std=0.35)
@@ -96,7 +130,10 @@ def test_sampled_decoding_follows_the_target_distribution(method):
     counts = torch.zeros(target.cfg.vocab_size)
     accepted = 0
     for _ in range(800):
-        if method.startswith("chain"):
+        if method == "chain k=3, confidence stop":  # chains of 1 to 3 drafts: depth 2 is still verified often
+            out = speculative_generate(target, draft, prompt, 4, k=3, temperature=1.0, generator=generator,
+                                       min_path_prob=0.3)
+        elif method.startswith("chain"):
             out = speculative_generate(target, draft, prompt, 4, k=2, temperature=1.0, generator=generator)
         else:
             out = tree_speculative_generate(target, draft, prompt, 4, branching=[2, 2], temperature=1.0,

@@ -23,6 +23,8 @@ count)) / tokens, beside the measured ms/token. The note says which term is off 
 Tree drafters also run with their tuned shape (rows "(tuned)") when `python -m tree_spec.tune` saved one
 under models/tuned/ (a fixed row whose shape tuning kept reads "(= tuned)": one configuration, one row); a
 section compares each tuned row with its drafter's fixed rows and names the fastest model-based drafter.
+EAGLE-1 and MTP also run as confidence-stopped chains ("confidence stop": `CONFIDENCE_STOP`, with the tuned
+draft vocabulary when there is one): EAGLE-2's rule applied to a chain, a different decoder, not a shape.
 Methods whose head folder is missing are listed as skipped. Writes BENCHMARK*.md,
 .json and .png.
 """
@@ -65,6 +67,11 @@ MEDUSA_TREE = [3, 2, 2, 1]
 EAGLE_TREE = [3, 2, 1, 1, 1]
 DYNAMIC = dict(depth=6, top_k=4, total_tokens=24)
 FALLBACK_CHAIN_K = 3  # shape rows for EAGLE-1 and MTP when no tuned shape was saved
+# EAGLE-2's confidence rule on a chain: draft up to k while the draft's path probability (its estimate of the
+# chance that every draft so far is accepted) stays >= min_path_prob. Another draft pays when that chance times
+# what a token is worth beats a draft call: on this course's CPU a head call costs ~0.9 ms and a token ~3 ms,
+# hence ~0.3 (notebook 03 measures both).
+CONFIDENCE_STOP = dict(k=6, min_path_prob=0.3)
 TOLERANCE = 0.15  # predicted vs measured ms/token
 TUNED_DIR = MODELS_DIR / "tuned"
 # bench drafter -> its name in tree_spec.tune (models/tuned/<name>.json)
@@ -134,6 +141,12 @@ def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path
         run = lambda p, n, t, s: _spec(speculative_generate(target, drafter, p, n, k=k, temperature=t,  # noqa: E731
                                                             generator=_gen(s, target.device)))
         return Method(name, form or f"chain k={k}", run, drafter, chain=True, shape=(1,) * k)
+
+    def confident_chain(drafter, name):
+        run = lambda p, n, t, s: _spec(speculative_generate(  # noqa: E731
+            target, drafter, p, n, **CONFIDENCE_STOP, temperature=t, generator=_gen(s, target.device)))
+        form = f"chain k<={CONFIDENCE_STOP['k']}, stops below path probability {CONFIDENCE_STOP['min_path_prob']}"
+        return Method(name, form, run, drafter)  # chains of varying length: τ predicted like a tree's
 
     def tree(drafter, branching, name, form=None):
         if all(w == 1 for w in branching):
@@ -205,6 +218,8 @@ def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path
             methods.append(make(drafter, name))
         else:
             with_tuned(tuned_key, name, drafter, make(drafter, name), fallback)
+        if kind in ("eagle", "mtp") and name != "EAGLE-2":
+            methods.append(confident_chain(tuned[kind][0] if kind in tuned else drafter, f"{name}, confidence stop"))
     return methods, skipped
 
 

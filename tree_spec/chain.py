@@ -26,6 +26,7 @@ def speculative_generate(
     top_p: float | None = None,
     generator: torch.Generator | None = None,
     eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
+    min_path_prob: float = 0.0,
 ) -> SpecOutput:
     """Each step: the drafter proposes k tokens, the target scores [root, d_1..d_k] in one forward.
 
@@ -33,6 +34,8 @@ def speculative_generate(
     own token there (the bonus token if all k agree): exactly `generate(target, prompt, n)`.
     Sampling uses `verify_chain` (min(1, target/draft) acceptance, residual on rejection).
     The cache keeps root + accepted drafts: `truncate(start + 1 + n_accepted)`.
+    min_path_prob > 0 stops a chain early, before k, once the product of its drafts' draft probabilities falls
+    below it (`build_draft_tree`); pair it with a larger k.
     prompt_ids: list[int] or LongTensor [1, T]. Returns SpecOutput with the new tokens only.
     Greedy identity is exact in fp32; in bf16 a near-tie between two logits may flip (the verify pass
     and plain decoding batch the same tokens differently, so their roundings differ).
@@ -43,9 +46,11 @@ def speculative_generate(
     device = target.device
 
     def step(drafter: Drafter, cache: KVCache, context: list[int], root: int, max_depth: int):
-        n_draft = min(k, max_depth)
-        tree = build_draft_tree(drafter, context, root, [1] * n_draft, temperature, top_k, top_p, generator)
+        tree = build_draft_tree(
+            drafter, context, root, [1] * min(k, max_depth), temperature, top_k, top_p, generator, min_path_prob
+        )
         drafts = tree.tokens[1:]
+        n_draft = len(drafts)
         start = cache.length
         ids = torch.tensor([tree.tokens], device=device)
         logits, feats = target_forward(target, drafter, ids, cache)  # [n_draft + 1, V]

@@ -24,8 +24,10 @@ def held_out_prompts(tokenizer, n: int = 16, chars: int = 600) -> list[list[int]
 
 def training_windows(tokenizer, n: int, length: int, seed: int = 0, per_file: int = 2) -> torch.Tensor:
     """n random token windows [n, length] from the training files (`per_file` from each of n / per_file
-    files spread evenly over the sorted list); the same result for the same arguments."""
+    files spread evenly over the sorted list; more per file when n needs more files than the split has);
+    the same result for the same arguments."""
     files = build_corpus().train_files
+    per_file = max(per_file, -(-n // len(files)))
     n_files = -(-n // per_file)
     step = max(1, len(files) // (4 * n_files))
     gen = torch.Generator().manual_seed(seed)

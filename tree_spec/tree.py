@@ -61,23 +61,36 @@ def build_draft_tree(
     top_k: int | None = None,
     top_p: float | None = None,
     generator: torch.Generator | None = None,
+    min_path_prob: float = 0.0,
 ) -> DraftTree:
     """Grow a tree below `root` (the last committed token, after `context`), one drafter call per level.
 
     Each node at level l gets the drafter's top-w_l tokens (temperature 0), or w_l tokens sampled
     without replacement from its temperature/top-k/top-p distribution (fewer if it has fewer nonzero
     entries). `branching=[1] * k` drafts a chain.
+    min_path_prob: a node whose path probability under the draft (the product of its ancestors' and its
+    own draft probabilities) is below this gets no children, and the tree stops growing when no node
+    may grow (EAGLE-2's confidence rule; a chain stops early). It reads only the draft's distribution, so
+    verification stays lossless.
     """
     drafter = as_drafter(drafter)
+    if not 0.0 <= min_path_prob <= 1.0:
+        raise ValueError(f"min_path_prob must be in [0, 1], got {min_path_prob}")
     branching = [as_int(w, "branching width") for w in branching]
     tree_node_count(branching)  # validates branching
     tokens, parents, frontier = [int(root)], [-1], [0]
+    path_prob = [1.0]
     sampled = temperature != 0.0
     draft_rows: list[tuple[int, torch.Tensor]] = []
     for width in branching:
+        if not frontier:
+            break
         logits = drafter.next_logits(context, tokens, parents, frontier)  # [len(frontier), V]
         if sampled:
             probs = logits_to_probs(logits, temperature, top_k, top_p)
+        else:
+            probs = logits.float().softmax(-1) if min_path_prob else None
+        if sampled:
             draft_rows += zip(frontier, probs)
             children = [
                 torch.multinomial(p, min(width, int((p > 0).sum())), replacement=False, generator=generator).tolist()
@@ -85,12 +98,15 @@ def build_draft_tree(
             ]
         else:
             children = logits.topk(min(width, logits.shape[-1]), dim=-1).indices.tolist()
+        child_probs = probs.gather(1, torch.tensor(children, device=probs.device)).tolist() if min_path_prob else None
         next_frontier = []
-        for node, kids in zip(frontier, children):
-            for token in kids:
+        for j, (node, kids) in enumerate(zip(frontier, children)):
+            for c, token in enumerate(kids):
                 tokens.append(token)
                 parents.append(node)
-                next_frontier.append(len(tokens) - 1)
+                path_prob.append(path_prob[node] * child_probs[j][c] if min_path_prob else 1.0)
+                if path_prob[-1] >= min_path_prob:
+                    next_frontier.append(len(tokens) - 1)
         frontier = next_frontier
     if not sampled:
         return DraftTree(tokens, parents)
