@@ -62,6 +62,8 @@ POINTED = {
     ("13-eagle2-tree", "ties_high_id.py"): ["tie", "LOWER node id"],
     ("14-roofline", "sum_not_max.py"): ["maximum"],
     ("14-roofline", "kv_once.py"): ["scale with the batch"],
+    ("15-confident-chain", "own_probability.py"): ["PRODUCT"],
+    ("15-confident-chain", "drops_crossing.py"): ["still part of the chain"],
 }
 
 
