@@ -9,9 +9,10 @@ from tree_spec import ModelDrafter, tree_speculative_generate
 from tree_spec.costs import CostCurve
 from tree_spec.speedup import tree_node_count
 from tree_spec.tune import (
-    DRAFTERS, FIXED_SHAPES, MARGIN, TUNED_DIR, RankProfile, StepCosts, branching_lists, choose, load_tuned,
-    measure_rank_profile, rank_shapes, tuned_drafter,
+    CONFIDENCE_DRAFTERS, DRAFTERS, FIXED_SHAPES, MARGIN, THETAS, TUNED_DIR, RankProfile, StepCosts, branching_lists,
+    choose, choose_theta, load_tuned, measure_rank_profile, rank_shapes, tuned_drafter,
 )
+from tree_spec.bench import CONFIDENCE_STOP
 from tests.spec_models import perturbed_copy, prompts, random_model
 
 
@@ -57,6 +58,13 @@ def test_a_new_shape_replaces_the_fixed_one_only_when_clearly_faster():
     assert choose([row([1, 1, 1, 1], 1.0), row([2, 3], 0.8)], fixed)["branching"] == [2, 3]
     assert choose([row([2, 2, 1, 1], 1.0), row([1, 1, 1, 1], 0.9), row([2, 3], 0.88)], fixed)["branching"] == [1, 1, 1, 1]
     assert choose([row([2, 3], 1.0), row([3], 0.99)], fixed)["branching"] == [3]  # no fixed shape measured
+
+
+def test_a_new_threshold_replaces_the_default_only_when_clearly_faster():
+    rows = lambda ms: [dict(min_path_prob=t, ms_per_token=m) for t, m in zip((0.1, 0.3, 0.5), ms)]
+    assert choose_theta(rows([2.0, 2.5, 2.6]), 0.3) == 0.1            # 20 % faster: replaces the default
+    assert choose_theta(rows([2.45, 2.5, 2.6]), 0.3) == 0.3           # 2 % faster: noise, the default stays
+    assert choose_theta(rows([2.6, 2.5, 2.7]), 0.3) == 0.3            # the default is the fastest
 
 
 def test_branching_lists_respect_their_limits():
@@ -146,6 +154,10 @@ def test_saved_tuning_is_complete_and_runs_identically(name):
         assert chosen == choose(tuned["measured"], FIXED_SHAPES[name])
         ran = [m["branching"] for m in tuned["measured"]]
         assert all(list(s) in ran for s in FIXED_SHAPES[name] if len(s) <= profile.depth)
+    if name in CONFIDENCE_DRAFTERS and tuned["measured"]:  # validated heads: θ chosen by the same rule
+        stop = tuned["confidence_stop"]
+        assert stop["k"] == CONFIDENCE_STOP["k"]
+        assert stop["min_path_prob"] == choose_theta(stop["measured"], CONFIDENCE_STOP["min_path_prob"])
     target = load_model("tiny-qwen3")
     drafter, branching = tuned_drafter(name, target)
     assert branching == tuned["branching"]
@@ -168,3 +180,7 @@ def test_cli_profiles_costs_searches_validates_and_saves(tmp_path, capsys):
     assert tuned["drafter"] == "mtp" and tuned["draft_vocab"] in (None, 1024)
     assert len(tuned["branching"]) <= 3  # the profile is 3 deep: fixed shapes deeper than it are not run
     assert (1, 1, 1) in {tuple(m["branching"]) for m in tuned["measured"]}
+    stop = tuned["confidence_stop"]  # MTP pays one call per depth: its confidence-stopped chains were run too
+    assert "confidence stop" in text and stop["k"] == CONFIDENCE_STOP["k"]
+    assert {m["min_path_prob"] for m in stop["measured"]} == {*THETAS, CONFIDENCE_STOP["min_path_prob"]}
+    assert stop["min_path_prob"] == choose_theta(stop["measured"], CONFIDENCE_STOP["min_path_prob"])

@@ -23,8 +23,9 @@ count)) / tokens, beside the measured ms/token. The note says which term is off 
 Tree drafters also run with their tuned shape (rows "(tuned)") when `python -m tree_spec.tune` saved one
 under models/tuned/ (a fixed row whose shape tuning kept reads "(= tuned)": one configuration, one row); a
 section compares each tuned row with its drafter's fixed rows and names the fastest model-based drafter.
-EAGLE-1 and MTP also run as confidence-stopped chains ("confidence stop": `CONFIDENCE_STOP`, with the tuned
-draft vocabulary when there is one): EAGLE-2's rule applied to a chain, a different decoder, not a shape.
+EAGLE-1 and MTP also run as confidence-stopped chains ("confidence stop": `CONFIDENCE_STOP`, or the k and θ
+that `python -m tree_spec.tune` saved, with the tuned draft vocabulary when there is one): EAGLE-2's rule
+applied to a chain, a different decoder, not a shape.
 Methods whose head folder is missing are listed as skipped. Writes BENCHMARK*.md,
 .json and .png.
 """
@@ -142,10 +143,13 @@ def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path
                                                             generator=_gen(s, target.device)))
         return Method(name, form or f"chain k={k}", run, drafter, chain=True, shape=(1,) * k)
 
-    def confident_chain(drafter, name):
+    def confident_chain(kind, drafter, name):
+        saved = tuned[kind][2].get("confidence_stop") if kind in tuned else None
+        setting = dict(k=saved["k"], min_path_prob=saved["min_path_prob"]) if saved else CONFIDENCE_STOP
         run = lambda p, n, t, s: _spec(speculative_generate(  # noqa: E731
-            target, drafter, p, n, **CONFIDENCE_STOP, temperature=t, generator=_gen(s, target.device)))
-        form = f"chain k<={CONFIDENCE_STOP['k']}, stops below path probability {CONFIDENCE_STOP['min_path_prob']}"
+            target, drafter, p, n, **setting, temperature=t, generator=_gen(s, target.device)))
+        form = (f"chain k<={setting['k']}, stops below path probability {setting['min_path_prob']}"
+                + (" (tuned)" if saved else ""))
         return Method(name, form, run, drafter)  # chains of varying length: τ predicted like a tree's
 
     def tree(drafter, branching, name, form=None):
@@ -219,7 +223,7 @@ def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path
         else:
             with_tuned(tuned_key, name, drafter, make(drafter, name), fallback)
         if kind in ("eagle", "mtp") and name != "EAGLE-2":
-            methods.append(confident_chain(tuned[kind][0] if kind in tuned else drafter, f"{name}, confidence stop"))
+            methods.append(confident_chain(kind, tuned[kind][0] if kind in tuned else drafter, f"{name}, confidence stop"))
     return methods, skipped
 
 

@@ -27,6 +27,12 @@
    For head drafters the reduced draft vocabularies (`--vocab`, e.g. the 1024 most frequent target tokens, EAGLE-3's d2t idea) are
    candidates too.
 
+5. Confidence stop (recurrent heads: EAGLE-1, EAGLE-3, MTP; with validation): chains of up to k drafts that stop
+   once the draft's path probability falls below θ (`speculative_generate(..., min_path_prob=θ)`) run for
+   THETAS on the same prompts; the fastest θ is saved as `confidence_stop`, unless it beats the benchmark's
+   default (`tree_spec.bench.CONFIDENCE_STOP`) by less than `MARGIN`. The benchmark's "confidence stop" rows
+   read it.
+
 Output: `models/tuned/<drafter>.json` with drafter, form ("chain" or "tree"), branching, k (chains),
 draft_vocab (N or null), predicted_tau, predicted_ms_per_token, the measured validation rows, the profile,
 the cost terms and the cost curve. `tuned_drafter(name, target)` rebuilds the saved drafter and its
@@ -63,6 +69,8 @@ TUNED_DIR = MODELS_DIR / "tuned"
 # a validated shape replaces the benchmark's fixed one only when it is this much faster: two validation
 # runs of the same shape on this shared 2-core machine differ by a few percent
 MARGIN = 0.04
+THETAS = (0.1, 0.2, 0.3, 0.4, 0.5)  # confidence-stop thresholds tried for recurrent heads
+CONFIDENCE_DRAFTERS = ("eagle", "eagle3", "mtp")  # drafters that pay one call per draft depth
 DRAFTERS = ("small-model", "int4-self", "medusa", "eagle", "eagle3", "mtp")
 HEAD_FOLDERS = {"medusa": "medusa", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp"}
 # the benchmark's fixed-shape rows per drafter (branching lists; [1] * k is a chain): validated beside the
@@ -516,6 +524,47 @@ def validate(
             for i, (key, shape) in enumerate(candidates)]
 
 
+def tune_confidence_stop(
+    target: Transformer, drafter: Drafter, prompts: Sequence[Sequence[int]], new_tokens: int,
+    thetas: Sequence[float] = THETAS, rounds: int = 2, margin: float = MARGIN,
+) -> dict:
+    """Confidence-stopped chains (k = the benchmark's, min_path_prob = each θ) against plain greedy, interleaved,
+    `rounds` times (order reversed every other round), thread ms per token -> {k, min_path_prob, measured}: the
+    fastest θ, or the benchmark's default θ when the fastest beats it by less than `margin`."""
+    from .bench import CONFIDENCE_STOP
+
+    k, default = CONFIDENCE_STOP["k"], CONFIDENCE_STOP["min_path_prob"]
+    thetas = sorted({*thetas, default})
+    totals = {theta: [0.0, 0, 0] for theta in [None, *thetas]}  # ms, tokens, target calls (None: plain)
+    with one_thread():
+        for r in range(rounds):
+            for prompt in prompts:
+                t = time.thread_time()
+                out = generate(target, torch.tensor([list(prompt)], device=target.device), new_tokens)[0].tolist()
+                totals[None][0] += 1000 * (time.thread_time() - t)
+                totals[None][1] += len(out)
+                for theta in (thetas if r % 2 == 0 else thetas[::-1]):
+                    t = time.thread_time()
+                    spec = speculative_generate(target, drafter, prompt, new_tokens, k=k, min_path_prob=theta)
+                    totals[theta][0] += 1000 * (time.thread_time() - t)
+                    totals[theta][1] += len(spec.tokens)
+                    totals[theta][2] += spec.target_calls
+                    if spec.tokens != out:
+                        raise AssertionError(f"confidence stop θ={theta}: output differs from plain greedy")
+    plain = totals[None][0] / totals[None][1]
+    measured = [dict(min_path_prob=theta, ms_per_token=totals[theta][0] / totals[theta][1],
+                     tau=totals[theta][1] / totals[theta][2], speedup=plain / (totals[theta][0] / totals[theta][1]),
+                     plain_ms_per_token=plain) for theta in thetas]
+    return dict(k=k, min_path_prob=choose_theta(measured, default, margin), measured=measured)
+
+
+def choose_theta(measured: list[dict], default: float, margin: float = MARGIN) -> float:
+    """The fastest measured θ, unless it beats the `default` θ's run by less than `margin` (then the default)."""
+    best = min(measured, key=lambda m: m["ms_per_token"])
+    kept = next(m for m in measured if m["min_path_prob"] == default)
+    return best["min_path_prob"] if best["ms_per_token"] < (1 - margin) * kept["ms_per_token"] else default
+
+
 def choose(measured: list[dict], fixed: Sequence[Sequence[int]], margin: float = MARGIN) -> dict:
     """The validation row to save: the fastest, unless it is not a benchmark fixed shape and beats the fastest
     fixed shape (full vocabulary) by less than `margin`; then that fixed shape (a run-to-run difference is
@@ -628,6 +677,14 @@ def tune_drafter(
                   f"{m['ms_per_token']:.3f} ms/token, {m['speedup']:.2f}x plain")
         best = choose(measured, FIXED_SHAPES.get(name, ()))
         chosen = dict(vocab=best["vocab"], branching=best["branching"])
+    confidence = None
+    if args.validate_prompts and name in CONFIDENCE_DRAFTERS:
+        confidence = tune_confidence_stop(target, drafters[chosen["vocab"]], cost_prompts, args.validate_tokens)
+        print(f"\nconfidence stop (chains up to k = {confidence['k']}, draft vocabulary {chosen['vocab'] or 'full'}):")
+        for m in confidence["measured"]:
+            print(f"  θ = {m['min_path_prob']:.1f}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} ms/token, "
+                  f"{m['speedup']:.2f}x plain")
+        print(f"  saved θ = {confidence['min_path_prob']}")
     key, costs, rows = next(r for r in results if r[0] == chosen["vocab"])
     row = next(r for r in rows if r["branching"] == chosen["branching"])
     profile = profiles[key]
@@ -635,7 +692,7 @@ def tune_drafter(
         drafter=name, target=model_name, form="chain" if all(w == 1 for w in row["branching"]) else "tree",
         branching=row["branching"], k=len(row["branching"]) if all(w == 1 for w in row["branching"]) else None,
         draft_vocab=key, predicted_tau=row["tokens_per_pass"], predicted_ms_per_token=row["ms_per_token"],
-        predicted_speedup=row["speedup"], measured=measured,
+        predicted_speedup=row["speedup"], measured=measured, confidence_stop=confidence,
         top=[dict(vocab=k, **{x: r[x] for x in ("branching", "tokens_per_pass", "ms_per_token", "speedup")})
              for k, _, rs in results for r in rs[:args.top]],
         profile=profile.to_dict(), profile_table=profile.table(), costs={k: v for k, v in costs.to_dict().items() if k != "curve"},
