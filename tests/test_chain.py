@@ -119,6 +119,35 @@ def test_confidence_stop_follows_the_draft_path_probability(target, draft):
         build_draft_tree(draft, context, root, [1, 1], min_path_prob=1.5)
 
 
+def test_confidence_stop_on_a_sampled_tree_whose_nodes_have_different_numbers_of_children():
+    """Sampling without replacement gives a node fewer children than its width when its distribution has fewer
+    nonzero entries; the path probabilities must follow each node's own children."""
+    from tree_spec import Drafter, build_draft_tree
+
+    class Uneven(Drafter):  # the root's row allows 3 tokens; every other row allows 1 (token 5) or 2 (5 and 6)
+        vocab_size, device = 8, torch.device("cpu")
+
+        def reset(self, max_len):
+            pass
+
+        def next_logits(self, context, tokens, parents, frontier):
+            rows = torch.full((len(frontier), 8), float("-inf"))
+            for i, node in enumerate(frontier):
+                allowed = [1, 2, 3] if node == 0 else [5] if node % 2 else [5, 6]
+                rows[i, allowed] = 0.0
+            return rows
+
+    tree = build_draft_tree(Uneven(), [4], 0, [3, 2, 2], temperature=1.0, min_path_prob=0.2,
+                            generator=torch.Generator().manual_seed(0))
+    # depth 1: three children at 1/3; odd nodes get 1 child (prob 1), even nodes 2 (1/2 each: 1/6 < 0.2, no growth)
+    assert tree.parents[:4] == [-1, 0, 0, 0] and len(tree.tokens) == len(tree.parents)
+    depth2 = [i for i, p in enumerate(tree.parents) if 1 <= p <= 3]
+    assert sorted(tree.parents[i] for i in depth2) == [1, 2, 2, 3]
+    assert all(tree.parents[i] in depth2 for i in range(len(tree.parents)) if i > 0 and tree.parents[i] > 3)
+    grown = {tree.parents[i] for i in range(len(tree.parents)) if tree.parents[i] > 3}
+    assert grown == {i for i in depth2 if tree.parents[i] != 2}  # 1/3 · 1 >= 0.2 grows; 1/3 · 1/2 does not
+
+
 @pytest.mark.parametrize("method", ["chain k=2", "tree [2, 2]", "chain k=3, confidence stop"])
 def test_sampled_decoding_follows_the_target_distribution(method):
     """Third new token of 800 seeded runs vs its exact law (drafts at depths 1 and 2 are verified)."""

@@ -88,17 +88,16 @@ def build_draft_tree(
         logits = drafter.next_logits(context, tokens, parents, frontier)  # [len(frontier), V]
         if sampled:
             probs = logits_to_probs(logits, temperature, top_k, top_p)
-        else:
-            probs = logits.float().softmax(-1) if min_path_prob else None
-        if sampled:
             draft_rows += zip(frontier, probs)
             children = [
                 torch.multinomial(p, min(width, int((p > 0).sum())), replacement=False, generator=generator).tolist()
                 for p in probs
             ]
         else:
+            probs = logits.float().softmax(-1) if min_path_prob else None
             children = logits.topk(min(width, logits.shape[-1]), dim=-1).indices.tolist()
-        child_probs = probs.gather(1, torch.tensor(children, device=probs.device)).tolist() if min_path_prob else None
+        # a node's children may be fewer than its width (sampling without replacement): one row at a time
+        child_probs = [p[kids].tolist() for p, kids in zip(probs, children)] if min_path_prob else None
         next_frontier = []
         for j, (node, kids) in enumerate(zip(frontier, children)):
             for c, token in enumerate(kids):
