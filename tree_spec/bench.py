@@ -205,12 +205,12 @@ def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path
         skipped.append("small model: no draft model")
     quantized = QuantizedSelfDrafter(target)
     with_tuned("int4", "quantized self (INT4)", quantized, tree(quantized, SMALL_TREE, "quantized self (INT4)"))
-    for kind, name, make, fallback in (
-        ("medusa", "Medusa heads", lambda d, nm: tree(d, MEDUSA_TREE, nm), None),
-        ("eagle", "EAGLE-1", lambda d, nm: tree(d, EAGLE_TREE, nm), FALLBACK_CHAIN_K),
-        ("eagle", "EAGLE-2", dynamic, None),
-        ("eagle3", "EAGLE-3 style", dynamic, None),
-        ("mtp", "MTP module", lambda d, nm: chain(d, CHAIN_K, nm), FALLBACK_CHAIN_K),
+    for kind, name, make, fallback, confidence_row in (
+        ("medusa", "Medusa heads", lambda d, nm: tree(d, MEDUSA_TREE, nm), None, False),
+        ("eagle", "EAGLE-1", lambda d, nm: tree(d, EAGLE_TREE, nm), FALLBACK_CHAIN_K, True),
+        ("eagle", "EAGLE-2", dynamic, None, False),
+        ("eagle3", "EAGLE-3 style", dynamic, None, False),
+        ("mtp", "MTP module", lambda d, nm: chain(d, CHAIN_K, nm), FALLBACK_CHAIN_K, True),
     ):
         folder = heads_dir / kind
         if not (folder / "head.safetensors").is_file():
@@ -222,7 +222,7 @@ def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path
             methods.append(make(drafter, name))
         else:
             with_tuned(tuned_key, name, drafter, make(drafter, name), fallback)
-        if kind in ("eagle", "mtp") and name != "EAGLE-2":
+        if confidence_row:
             methods.append(confident_chain(kind, tuned[kind][0] if kind in tuned else drafter, f"{name}, confidence stop"))
     return methods, skipped
 

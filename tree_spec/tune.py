@@ -46,7 +46,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -60,6 +60,7 @@ from mini_llm.load import MODELS_DIR, resolve_model_path
 from .costs import CostCurve, hardware_name, measure_target_costs, one_thread
 from .drafters import Drafter, ModelDrafter, QuantizedSelfDrafter, as_drafter
 from .head_io import load_head
+from .output import SpecOutput
 from .prompts import held_out_prompts, training_windows
 from .speedup import tree_node_count
 from .chain import speculative_generate
@@ -495,14 +496,15 @@ def run_shape(target: Transformer, drafter: Drafter, prompt: Sequence[int], new_
     return tree_speculative_generate(target, drafter, prompt, new_tokens, branching=list(branching))
 
 
-def validate(
-    target: Transformer, drafters: dict[str, Drafter], candidates: list[tuple[str, list[int]]],
+def interleaved_runs(
+    target: Transformer, runs: Sequence[tuple[str, Callable[[list[int]], SpecOutput]]],
     prompts: Sequence[Sequence[int]], new_tokens: int, rounds: int = 2,
 ) -> list[dict]:
-    """Run each (drafter key, branching) and plain greedy on every prompt, interleaved, `rounds` times (the
-    order of the candidates reversed every other round); thread ms per token."""
-    totals = {i: [0.0, 0, 0] for i in range(-1, len(candidates))}  # ms, tokens, target calls
-    order = list(enumerate(candidates))
+    """Plain greedy and each named run(prompt) -> SpecOutput on every prompt, interleaved, `rounds` times (the
+    runs' order reversed every other round), one thread, thread CPU time -> per run {ms_per_token, tau, speedup,
+    plain_ms_per_token}. Raises when a run's tokens differ from plain greedy."""
+    totals = [[0.0, 0, 0] for _ in range(len(runs) + 1)]  # ms, tokens, target calls; the last: plain
+    order = list(enumerate(runs))
     with one_thread():
         for r in range(rounds):
             for prompt in prompts:
@@ -510,51 +512,46 @@ def validate(
                 out = generate(target, torch.tensor([list(prompt)], device=target.device), new_tokens)[0].tolist()
                 totals[-1][0] += 1000 * (time.thread_time() - t)
                 totals[-1][1] += len(out)
-                for i, (key, shape) in (order if r % 2 == 0 else order[::-1]):
+                for i, (label, run) in (order if r % 2 == 0 else order[::-1]):
                     t = time.thread_time()
-                    spec = run_shape(target, drafters[key], prompt, new_tokens, shape)
+                    spec = run(list(prompt))
                     totals[i][0] += 1000 * (time.thread_time() - t)
                     totals[i][1] += len(spec.tokens)
                     totals[i][2] += spec.target_calls
                     if spec.tokens != out:
-                        raise AssertionError(f"{key} {shape}: output differs from plain greedy")
+                        raise AssertionError(f"{label}: output differs from plain greedy")
     plain = totals[-1][0] / totals[-1][1]
-    return [dict(vocab=key, branching=shape, ms_per_token=totals[i][0] / totals[i][1],
-                 tau=totals[i][1] / totals[i][2], speedup=plain / (totals[i][0] / totals[i][1]), plain_ms_per_token=plain)
-            for i, (key, shape) in enumerate(candidates)]
+    return [dict(ms_per_token=ms / n, tau=n / calls, speedup=plain / (ms / n), plain_ms_per_token=plain)
+            for ms, n, calls in totals[:-1]]
+
+
+def validate(
+    target: Transformer, drafters: dict[str, Drafter], candidates: list[tuple[str, list[int]]],
+    prompts: Sequence[Sequence[int]], new_tokens: int, rounds: int = 2,
+) -> list[dict]:
+    """Each (drafter key, branching) against plain greedy (`interleaved_runs`); thread ms per token."""
+    runs = [(f"{key} {shape}", lambda p, key=key, shape=shape: run_shape(target, drafters[key], p, new_tokens, shape))
+            for key, shape in candidates]
+    measured = interleaved_runs(target, runs, prompts, new_tokens, rounds)
+    return [dict(vocab=key, branching=shape, **m) for (key, shape), m in zip(candidates, measured)]
 
 
 def tune_confidence_stop(
     target: Transformer, drafter: Drafter, prompts: Sequence[Sequence[int]], new_tokens: int,
     thetas: Sequence[float] = THETAS, rounds: int = 2, margin: float = MARGIN,
 ) -> dict:
-    """Confidence-stopped chains (k = the benchmark's, min_path_prob = each θ) against plain greedy, interleaved,
-    `rounds` times (order reversed every other round), thread ms per token -> {k, min_path_prob, measured}: the
-    fastest θ, or the benchmark's default θ when the fastest beats it by less than `margin`."""
+    """Confidence-stopped chains (k = the benchmark's, min_path_prob = each θ) against plain greedy
+    (`interleaved_runs`) -> {k, min_path_prob, measured}: the fastest θ, or the benchmark's default θ when the
+    fastest beats it by less than `margin`."""
     from .bench import CONFIDENCE_STOP
 
     k, default = CONFIDENCE_STOP["k"], CONFIDENCE_STOP["min_path_prob"]
     thetas = sorted({*thetas, default})
-    totals = {theta: [0.0, 0, 0] for theta in [None, *thetas]}  # ms, tokens, target calls (None: plain)
-    with one_thread():
-        for r in range(rounds):
-            for prompt in prompts:
-                t = time.thread_time()
-                out = generate(target, torch.tensor([list(prompt)], device=target.device), new_tokens)[0].tolist()
-                totals[None][0] += 1000 * (time.thread_time() - t)
-                totals[None][1] += len(out)
-                for theta in (thetas if r % 2 == 0 else thetas[::-1]):
-                    t = time.thread_time()
-                    spec = speculative_generate(target, drafter, prompt, new_tokens, k=k, min_path_prob=theta)
-                    totals[theta][0] += 1000 * (time.thread_time() - t)
-                    totals[theta][1] += len(spec.tokens)
-                    totals[theta][2] += spec.target_calls
-                    if spec.tokens != out:
-                        raise AssertionError(f"confidence stop θ={theta}: output differs from plain greedy")
-    plain = totals[None][0] / totals[None][1]
-    measured = [dict(min_path_prob=theta, ms_per_token=totals[theta][0] / totals[theta][1],
-                     tau=totals[theta][1] / totals[theta][2], speedup=plain / (totals[theta][0] / totals[theta][1]),
-                     plain_ms_per_token=plain) for theta in thetas]
+    runs = [(f"confidence stop θ={theta}",
+             lambda p, theta=theta: speculative_generate(target, drafter, p, new_tokens, k=k, min_path_prob=theta))
+            for theta in thetas]
+    measured = [dict(min_path_prob=theta, **m)
+                for theta, m in zip(thetas, interleaved_runs(target, runs, prompts, new_tokens, rounds))]
     return dict(k=k, min_path_prob=choose_theta(measured, default, margin), measured=measured)
 
 
