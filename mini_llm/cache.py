@@ -77,6 +77,14 @@ class KVCache:
             )
         return end - n_new, end
 
+    def positions(self, n_new: int, device: torch.device) -> torch.Tensor:
+        """Default positions of `n_new` new tokens: row b's length + arange(n_new) -> LongTensor [B, n_new]."""
+        return torch.tensor(self.lengths, device=device)[:, None] + torch.arange(n_new, device=device)
+
+    def attention_mask(self, n_new: int, mask: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
+        """Which slots each of `n_new` new tokens may read (see `attention_mask`); None = all of them."""
+        return attention_mask(n_new, self.lengths, mask, device)
+
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store k, v [B, n_kv, T, D] at the next T slots of each row of `layer`; return the keys/values of
         slots [0, max(lengths) + T) (row b's new ones at [lengths[b], lengths[b] + T)).
@@ -154,3 +162,105 @@ class KVCache:
         with self._writable():
             self.k, self.v = self.k.index_select(1, index), self.v.index_select(1, index)
         self.lengths = [self.lengths[r] for r in rows]
+
+
+def attention_mask(
+    T: int, lengths: Sequence[int], mask: torch.Tensor | None, device: torch.device
+) -> torch.Tensor | None:
+    """Which cache slots each of T new tokens may read: [T, S] when every row has the same length and
+    shares `mask`, else [B, T, S] (S = max(lengths) + T); None when that is every slot (one new token).
+
+    Row b sees its prefix [0, lengths[b]) and its new tokens per `mask` ([T, T] or [B, T, T] bool, True =
+    may attend; default causal), never another row's longer prefix or stale slots.
+    """
+    B = len(lengths)
+    if mask is not None and (mask.dtype != torch.bool or tuple(mask.shape) not in ((T, T), (B, T, T))):
+        raise ValueError(
+            f"mask must be a [{T}, {T}] or [{B}, {T}, {T}] bool tensor, got {tuple(mask.shape)} {mask.dtype}"
+        )
+    start = max(lengths)
+    if min(lengths) == start and (mask is None or mask.ndim == 2):
+        if mask is None:
+            return None if T == 1 else torch.ones(T, start + T, dtype=torch.bool, device=device).tril(start)
+        return torch.cat((torch.ones(T, start, dtype=torch.bool, device=device), mask.to(device)), dim=1)
+    new = torch.ones(T, T, dtype=torch.bool, device=device).tril() if mask is None else mask.to(device)
+    rel = torch.arange(start + T, device=device) - torch.tensor(lengths, device=device)[:, None]  # [B, S]
+    among_new = new.expand(B, T, T).gather(2, rel.clamp(0, T - 1)[:, None, :].expand(B, T, start + T))
+    return (rel < 0)[:, None, :] | (among_new & (rel >= 0)[:, None, :] & (rel < T)[:, None, :])
+
+
+class StaticCache:
+    """A KV cache with static shapes, for CUDA graphs: its length lives on the device.
+
+    k, v: [n_layers, 1, n_kv_heads, max_len, head_dim]; length: LongTensor [] on the device. Every forward
+    reads all max_len slots under a mask (slots at or past the length are masked out) and writes its T new
+    K/V with `index_copy_` at slots length + arange(T). No method reads a device value on the host, so a
+    decode loop over it never waits for the GPU, and the same kernels with the same shapes run every step,
+    which is what a CUDA graph replays. The price: attention reads max_len slots, not length (as in gpt-fast).
+    Batch size 1.
+    """
+
+    batch_size = 1
+
+    def __init__(
+        self, cfg: Config, max_len: int, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
+    ) -> None:
+        if max_len < 1:
+            raise ValueError(f"max_len must be positive, got {max_len}")
+        shape = (cfg.num_hidden_layers, 1, cfg.num_key_value_heads, max_len, cfg.head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.max_len = max_len
+        self.length = torch.zeros((), dtype=torch.long, device=device)
+        self.slots = torch.arange(max_len, device=device)
+
+    def __repr__(self) -> str:
+        return f"StaticCache(max_len={self.max_len}, length on {self.length.device})"
+
+    def reserve(self, n_new: int) -> None:
+        """Only the shape can be checked on the host; the loop that drives the cache sizes max_len."""
+        if n_new > self.max_len:
+            raise ValueError(f"{n_new} new tokens > max_len={self.max_len}")
+
+    def positions(self, n_new: int, device: torch.device | None = None) -> torch.Tensor:
+        """length + arange(n_new) -> LongTensor [1, n_new], computed on the device."""
+        return (self.length + self.slots[:n_new])[None]
+
+    def attention_mask(self, n_new: int, mask: torch.Tensor | None, device: torch.device | None = None) -> torch.Tensor:
+        """bool [T, max_len]: slots before the length are visible, the T new tokens' slots per `mask`
+        ([T, T] bool among them, default causal), every later slot hidden."""
+        T = n_new
+        if mask is not None and (mask.dtype != torch.bool or tuple(mask.shape) != (T, T)):
+            raise ValueError(f"mask must be a [{T}, {T}] bool tensor, got {tuple(mask.shape)} {mask.dtype}")
+        new = torch.ones(T, T, dtype=torch.bool, device=self.slots.device).tril() if mask is None else mask
+        rel = self.slots - self.length  # [S]: slot index relative to the first new token
+        among_new = new.gather(1, rel.clamp(0, T - 1).expand(T, self.max_len))
+        return (rel < 0) | (among_new & (rel >= 0) & (rel < T))
+
+    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store k, v [1, n_kv, T, D] at slots length + arange(T); return all slots' keys and values
+        [1, n_kv, max_len, D]. Does not advance the length (the model does, after the last layer)."""
+        slots = self.length + self.slots[: k.shape[2]]
+        with torch.inference_mode(self.k.is_inference()):
+            self.k[layer].index_copy_(2, slots, k)
+            self.v[layer].index_copy_(2, slots, v)
+        return self.k[layer], self.v[layer]
+
+    def advance(self, n_new: int) -> None:
+        with torch.inference_mode(self.length.is_inference()):
+            self.length += n_new
+
+    def truncate(self, n: torch.Tensor | int) -> None:
+        """Set the length to n (a device scalar or an int): rollback without a host sync."""
+        with torch.inference_mode(self.length.is_inference()):
+            self.length.copy_(torch.as_tensor(n, device=self.length.device))
+
+    def compact(self, start: torch.Tensor, keep: torch.Tensor, n_kept: torch.Tensor) -> None:
+        """Move slots start + keep[i] to start + i for every i of keep [m] (device; padded past n_kept with
+        any valid slot) and set the length to start + n_kept: an accepted tree path kept in fixed shapes."""
+        m = keep.shape[0]
+        src, dst = start + keep, start + self.slots[:m]
+        with torch.inference_mode(self.k.is_inference()):
+            self.k.index_copy_(3, dst, self.k.index_select(3, src))
+            self.v.index_copy_(3, dst, self.v.index_select(3, src))
+            self.length.copy_(start + n_kept)

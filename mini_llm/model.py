@@ -15,7 +15,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from .cache import KVCache
+from .cache import KVCache, StaticCache, attention_mask
 from .config import Config
 
 
@@ -161,7 +161,7 @@ class Transformer(nn.Module):
     def forward(
         self,
         ids: torch.Tensor,
-        cache: KVCache | None = None,
+        cache: KVCache | StaticCache | None = None,
         positions: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
         return_hidden: bool = False,
@@ -179,17 +179,18 @@ class Transformer(nn.Module):
         if ids.ndim != 2:
             raise ValueError(f"ids must be [batch, seq], got shape {tuple(ids.shape)}")
         B, T = ids.shape
-        lengths = [0] * B
         if cache is not None:
             if cache.batch_size != B:
                 raise ValueError(f"ids batch {B} != cache batch_size {cache.batch_size}")
             cache.reserve(T)
-            lengths = cache.lengths
         if positions is None:
-            positions = torch.tensor(lengths, device=ids.device)[:, None] + torch.arange(T, device=ids.device)
+            positions = cache.positions(T, ids.device) if cache is not None else torch.arange(T, device=ids.device)
         elif positions.shape[-1] != T or positions.ndim not in (1, 2):
             raise ValueError(f"positions must be [{T}] or [B, {T}], got {tuple(positions.shape)}")
-        attn_mask = self._attention_mask(T, lengths, mask, ids.device)
+        if cache is not None:
+            attn_mask = cache.attention_mask(T, mask, ids.device)
+        else:
+            attn_mask = attention_mask(T, [0] * B, mask, ids.device)
         if attn_mask is not None:
             attn_mask = sdpa_mask(attn_mask, self.cfg.num_attention_heads // self.cfg.num_key_value_heads, self.dtype)
         cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta)
@@ -207,28 +208,6 @@ class Transformer(nn.Module):
         if hidden_layers is not None:
             return logits, x, layer_outputs
         return (logits, x) if return_hidden else logits
-
-    @staticmethod
-    def _attention_mask(
-        T: int, lengths: Sequence[int], mask: torch.Tensor | None, device: torch.device
-    ) -> torch.Tensor | None:
-        """Which cache slots each new token may read: [T, S] when every row has the same length and
-        shares `mask`, else [B, T, S] (S = max(lengths) + T). Row b sees its prefix [0, lengths[b]) and
-        its new tokens per `mask` (default causal), never another row's longer prefix or stale slots."""
-        B = len(lengths)
-        if mask is not None and (mask.dtype != torch.bool or tuple(mask.shape) not in ((T, T), (B, T, T))):
-            raise ValueError(
-                f"mask must be a [{T}, {T}] or [{B}, {T}, {T}] bool tensor, got {tuple(mask.shape)} {mask.dtype}"
-            )
-        start = max(lengths)
-        if min(lengths) == start and (mask is None or mask.ndim == 2):
-            if mask is None:
-                return None if T == 1 else torch.ones(T, start + T, dtype=torch.bool, device=device).tril(start)
-            return torch.cat((torch.ones(T, start, dtype=torch.bool, device=device), mask.to(device)), dim=1)
-        new = torch.ones(T, T, dtype=torch.bool, device=device).tril() if mask is None else mask.to(device)
-        rel = torch.arange(start + T, device=device) - torch.tensor(lengths, device=device)[:, None]  # [B, S]
-        among_new = new.expand(B, T, T).gather(2, rel.clamp(0, T - 1)[:, None, :].expand(B, T, start + T))
-        return (rel < 0)[:, None, :] | (among_new & (rel >= 0)[:, None, :] & (rel < T)[:, None, :])
 
     # ---------------------------------------------------------------- Hugging Face format
     def hf_state_dict(self) -> dict[str, torch.Tensor]:

@@ -1,0 +1,116 @@
+"""CUDA graphs for a decode loop: capture a fixed-shape step once, replay it every step.
+
+On a GPU a small model is launch-bound: one decode step is a few hundred tiny kernels, each costing a few
+microseconds to launch from Python, while the math takes less. A CUDA graph records those launches once
+and replays them with one call. It needs what `StaticCache` gives: the same shapes every step and no
+value read on the host inside the step. The model file stays eager and readable; this file only wraps it.
+
+`CapturedCall` does the capture (on CUDA) or just calls the function (elsewhere, or to measure eager);
+`static_generate` is plain decoding built on it, the baseline a speculative loop on a GPU must beat.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+from .cache import StaticCache
+from .generate import check_budget, eos_token_ids, prompt_tensor, sample_next
+from .model import Transformer
+
+
+def graphs_available(device: torch.device | str) -> bool:
+    """CUDA graphs need a CUDA device; everywhere else the static-shape code runs eagerly."""
+    return torch.device(device).type == "cuda" and torch.cuda.is_available()
+
+
+class CapturedCall:
+    """fn(*inputs) over fixed-shape tensors, captured as a CUDA graph when `graph` is true.
+
+    Calling it copies the inputs into static buffers (device to device: no host sync) and replays the
+    graph; the returned tensors are the graph's static outputs, overwritten by the next call (copy what
+    must survive). fn may mutate state tensors (a StaticCache's length); `state` lists them so the
+    warm-up runs that precede capture leave them as they were. With graph=False it simply calls fn on
+    the buffers: the same code path, eager, to run on a CPU or to measure what the graph saves.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., torch.Tensor | tuple[torch.Tensor, ...]],
+        example_inputs: Sequence[torch.Tensor],
+        graph: bool,
+        state: Sequence[torch.Tensor] = (),
+        warmup: int = 2,
+    ) -> None:
+        self.fn, self.graph = fn, None
+        self.inputs = [x.clone() for x in example_inputs]
+        if not graph:
+            return
+        if not graphs_available(self.inputs[0].device):
+            raise ValueError("CUDA graphs need CUDA tensors (pass graph=False elsewhere)")
+        saved = [t.clone() for t in state]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up off the capture stream: lazy init, autotuning, allocator
+            for _ in range(warmup):
+                fn(*self.inputs)
+        torch.cuda.current_stream().wait_stream(side)
+        for t, value in zip(state, saved):
+            t.copy_(value)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):  # recorded, not run: the state is untouched by capture
+            self.outputs = fn(*self.inputs)
+
+    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        for buffer, x in zip(self.inputs, inputs):
+            buffer.copy_(x)
+        if self.graph is None:
+            return self.fn(*self.inputs)
+        self.graph.replay()
+        return self.outputs
+
+
+@torch.inference_mode()
+def static_generate(
+    model: Transformer,
+    ids: torch.Tensor | Sequence[int],
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
+    graphs: bool | None = None,
+) -> torch.Tensor:
+    """Plain decoding over a StaticCache, one captured decode step per token. ids [1, T] -> new tokens [1, n].
+
+    The same tokens as `generate` (greedy: exact in fp32). graphs: capture the decode step as a CUDA graph
+    (default: when the model is on CUDA and decoding is greedy; sampling runs the same code eagerly, since
+    the draws come from your `generator`). The loop never reads the GPU on the host, except once per token
+    to check for `eos_token_id` when one is given.
+    """
+    ids = prompt_tensor(ids).to(model.device)
+    if ids.shape[0] != 1:
+        raise ValueError(f"static_generate decodes one sequence (batch 1), got {ids.shape[0]}")
+    T = ids.shape[1]
+    max_new_tokens = check_budget(T, max_new_tokens, model.cfg.max_position_embeddings)
+    if max_new_tokens == 0:
+        return ids.new_empty(1, 0)
+    graphs = (graphs_available(model.device) and temperature == 0.0) if graphs is None else graphs
+    cache = StaticCache(model.cfg, T + max_new_tokens, model.dtype, model.device)
+    eos = torch.tensor(eos_token_ids(eos_token_id), dtype=torch.long, device=model.device)
+
+    def decode_step(token: torch.Tensor) -> torch.Tensor:  # token [1] -> next token [1]
+        logits = model(token[None], cache=cache)[:, -1]
+        return sample_next(logits, temperature, top_k, top_p, generator)
+
+    out = ids.new_empty(max_new_tokens)
+    token = sample_next(model(ids, cache=cache)[:, -1], temperature, top_k, top_p, generator)
+    out[0] = token[0]
+    step = CapturedCall(decode_step, (token,), graphs, state=(cache.length,))
+    for i in range(1, max_new_tokens):
+        if len(eos) and bool(torch.isin(token, eos)):
+            return out[None, :i]
+        token = step(token)
+        out[i] = token[0]
+    return out[None]
