@@ -6,7 +6,7 @@ and replays them with one call. It needs what `StaticCache` gives: the same shap
 value read on the host inside the step. The model file stays eager and readable; this file only wraps it.
 
 `CapturedCall` does the capture (on CUDA) or just calls the function (elsewhere, or to measure eager);
-`static_generate` is plain decoding built on it, the baseline a speculative loop on a GPU must beat.
+`StaticDecoder` is plain decoding built on it, the baseline a speculative loop on a GPU must beat.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from .cache import StaticCache
-from .generate import check_budget, eos_token_ids, prompt_tensor, sample_next
+from .generate import as_int, check_budget, eos_token_ids, prompt_tensor, sample_next
 from .model import Transformer
 
 
@@ -70,7 +70,68 @@ class CapturedCall:
         return self.outputs
 
 
-@torch.inference_mode()
+class StaticDecoder:
+    """Plain decoding over one StaticCache of `max_len` slots, its decode step captured once (on the first
+    request) and replayed for every token of every request: capture costs tens of milliseconds, so an engine
+    captures at start-up, not per request (vLLM captures its decode graphs when it loads the model).
+
+    graphs: capture the step as a CUDA graph (default: on CUDA when greedy; sampling runs the same code
+    eagerly, since its draws come from your `generator`). The loop never reads the GPU on the host, except
+    once per token to check for `eos_token_id` when one is given.
+    """
+
+    def __init__(
+        self,
+        model: Transformer,
+        max_len: int,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        generator: torch.Generator | None = None,
+        graphs: bool | None = None,
+    ) -> None:
+        self.model, self.sampling = model, (temperature, top_k, top_p, generator)
+        self.graphs = (graphs_available(model.device) and temperature == 0.0) if graphs is None else graphs
+        self.cache = StaticCache(model.cfg, max_len, model.dtype, model.device)
+        self.step: CapturedCall | None = None
+
+    def _decode_step(self, token: torch.Tensor) -> torch.Tensor:
+        """token [1] -> next token [1]: one forward over the static cache."""
+        return sample_next(self.model(token[None], cache=self.cache)[:, -1], *self.sampling)
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        ids: torch.Tensor | Sequence[int],
+        max_new_tokens: int,
+        eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """ids [1, T] (or [T], a list) -> new tokens [1, n]: `generate`'s tokens (greedy: exactly in fp32)."""
+        model = self.model
+        ids = prompt_tensor(ids).to(model.device)
+        if ids.shape[0] != 1:
+            raise ValueError(f"static decoding takes one sequence (batch 1), got {ids.shape[0]}")
+        T = ids.shape[1]
+        max_new_tokens = check_budget(T, max_new_tokens, model.cfg.max_position_embeddings)
+        if T + max_new_tokens > self.cache.max_len:
+            raise ValueError(f"prompt ({T}) + max_new_tokens ({max_new_tokens}) > max_len={self.cache.max_len}")
+        if max_new_tokens == 0:
+            return ids.new_empty(1, 0)
+        eos = torch.tensor(eos_token_ids(eos_token_id), dtype=torch.long, device=model.device)
+        self.cache.truncate(0)
+        out = ids.new_empty(max_new_tokens)
+        token = sample_next(model(ids, cache=self.cache)[:, -1], *self.sampling)
+        out[0] = token[0]
+        if self.step is None:
+            self.step = CapturedCall(self._decode_step, (token,), self.graphs, state=(self.cache.length,))
+        for i in range(1, max_new_tokens):
+            if len(eos) and bool(torch.isin(token, eos)):
+                return out[None, :i]
+            token = self.step(token)
+            out[i] = token[0]
+        return out[None]
+
+
 def static_generate(
     model: Transformer,
     ids: torch.Tensor | Sequence[int],
@@ -82,35 +143,9 @@ def static_generate(
     eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
     graphs: bool | None = None,
 ) -> torch.Tensor:
-    """Plain decoding over a StaticCache, one captured decode step per token. ids [1, T] -> new tokens [1, n].
-
-    The same tokens as `generate` (greedy: exact in fp32). graphs: capture the decode step as a CUDA graph
-    (default: when the model is on CUDA and decoding is greedy; sampling runs the same code eagerly, since
-    the draws come from your `generator`). The loop never reads the GPU on the host, except once per token
-    to check for `eos_token_id` when one is given.
-    """
-    ids = prompt_tensor(ids).to(model.device)
-    if ids.shape[0] != 1:
-        raise ValueError(f"static_generate decodes one sequence (batch 1), got {ids.shape[0]}")
-    T = ids.shape[1]
-    max_new_tokens = check_budget(T, max_new_tokens, model.cfg.max_position_embeddings)
-    if max_new_tokens == 0:
-        return ids.new_empty(1, 0)
-    graphs = (graphs_available(model.device) and temperature == 0.0) if graphs is None else graphs
-    cache = StaticCache(model.cfg, T + max_new_tokens, model.dtype, model.device)
-    eos = torch.tensor(eos_token_ids(eos_token_id), dtype=torch.long, device=model.device)
-
-    def decode_step(token: torch.Tensor) -> torch.Tensor:  # token [1] -> next token [1]
-        logits = model(token[None], cache=cache)[:, -1]
-        return sample_next(logits, temperature, top_k, top_p, generator)
-
-    out = ids.new_empty(max_new_tokens)
-    token = sample_next(model(ids, cache=cache)[:, -1], temperature, top_k, top_p, generator)
-    out[0] = token[0]
-    step = CapturedCall(decode_step, (token,), graphs, state=(cache.length,))
-    for i in range(1, max_new_tokens):
-        if len(eos) and bool(torch.isin(token, eos)):
-            return out[None, :i]
-        token = step(token)
-        out[i] = token[0]
-    return out[None]
+    """One request through a fresh `StaticDecoder` sized for it (it captures its graph for this request only;
+    keep a StaticDecoder to serve many). ids [1, T] -> new tokens [1, n], the tokens of `generate`."""
+    T = prompt_tensor(ids).shape[-1]
+    decoder = StaticDecoder(model, T + max(as_int(max_new_tokens, "max_new_tokens"), 0), temperature, top_k, top_p,
+                            generator, graphs)
+    return decoder.generate(ids, max_new_tokens, eos_token_id)

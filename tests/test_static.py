@@ -13,11 +13,11 @@ import torch
 
 from mini_llm import Transformer, generate, load_model, load_tokenizer
 from mini_llm.cache import StaticCache
-from mini_llm.graphs import CapturedCall, static_generate
+from mini_llm.graphs import CapturedCall, StaticDecoder, static_generate
 from tree_spec import NGramDrafter, load_head, speculative_generate
 from tree_spec.prompts import held_out_prompts
 from tree_spec.speedup import chi_square
-from tree_spec.static_chain import sample_on_device, static_speculative_generate
+from tree_spec.static_chain import StaticChain, sample_on_device, static_speculative_generate
 from tree_spec.topology import tree_mask
 from tests.spec_models import perturbed_copy, prompts, random_model
 from tests.test_chain import third_token_law
@@ -94,6 +94,20 @@ def test_static_chain_greedy_identity(device: str, target: Transformer, kind: st
     eos = expected[5]
     with_eos = static_speculative_generate(target, drafter, prompt, 16, k=3, eos_token_id=eos)
     assert with_eos.tokens == speculative_generate(target, drafter, prompt, 16, k=3, eos_token_id=eos).tokens
+
+
+def test_one_decoder_and_one_chain_serve_many_requests(device: str, target: Transformer) -> None:
+    """Captured once, replayed for every request: each request's tokens are generate's, whatever came before
+    (caches reset, drafter state restarted), and a request that does not fit max_len is refused."""
+    decoder = StaticDecoder(target, max_len=40)
+    chain = StaticChain(target, make_drafter("EAGLE", target), max_len=40, k=3)
+    for length in (12, 5, 9):
+        prompt = prompts(target.cfg.vocab_size, 1, length=length, seed=length)[0]
+        expected = generate(target, torch.tensor([prompt], device=device), 20)
+        assert torch.equal(decoder.generate(prompt, 20), expected)
+        assert chain.generate(prompt, 20).tokens == expected[0].tolist()
+    with pytest.raises(ValueError, match="max_len"):
+        chain.generate(prompt, 30)
 
 
 def test_static_chain_refuses_drafters_it_cannot_run(target: Transformer) -> None:
@@ -187,6 +201,9 @@ def test_cuda_graphs_give_the_eager_tokens_without_host_syncs(kind: str, monkeyp
             assert out.tokens == expected[0].tolist(), graphs
         sampled = static_speculative_generate(target, drafter, prompt, 24, k=3, temperature=1.0,
                                               generator=torch.Generator("cuda").manual_seed(0))
+        served = StaticChain(target, drafter, max_len=64, k=3, graphs=True)  # one graph, replayed across requests
+        for other in prompts(target.cfg.vocab_size, 3, length=12, seed=9):
+            assert served.generate(other, 24).tokens == generate(target, torch.tensor([other], device="cuda"), 24)[0].tolist()
     assert len(sampled.tokens) == 24
 
 

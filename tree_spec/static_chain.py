@@ -172,7 +172,110 @@ def static_drafter(drafter: Drafter | Transformer, max_len: int, choose: _Choose
     )
 
 
-@torch.inference_mode()
+class StaticChain:
+    """Chain speculative decoding over caches of `max_len` slots whose step is captured once (on the first
+    request) and replayed for every step of every request.
+
+    graphs: capture the step as a CUDA graph (default: on CUDA when greedy; sampled steps run the same code
+    eagerly, since their draws come from your `generator`).
+    """
+
+    def __init__(
+        self,
+        target: Transformer,
+        drafter: Drafter | Transformer,
+        max_len: int,
+        k: int = 4,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        generator: torch.Generator | None = None,
+        graphs: bool | None = None,
+    ) -> None:
+        self.k = as_int(k, "k")
+        if self.k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        drafter = as_drafter(drafter)
+        if drafter.vocab_size != target.cfg.vocab_size:
+            raise ValueError(
+                f"drafter vocabulary ({drafter.vocab_size}) != target vocabulary ({target.cfg.vocab_size})"
+            )
+        self.target, self.temperature, self.generator = target, temperature, generator
+        device = target.device
+        self.graphs = (graphs_available(device) and temperature == 0.0) if graphs is None else graphs
+        self.choose = _Choose(temperature, top_k, top_p, generator)
+        self.cache = StaticCache(target.cfg, max_len, target.dtype, device)
+        self.drafter = static_drafter(drafter, max_len + 1, self.choose)
+        self.draft_rows = torch.arange(self.k, device=device)
+        self.step: CapturedCall | None = None
+
+    def _step(self, root: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """root [] -> (next root [], [n, then the k + 1 emitted tokens: n drafts, the target's token, filler])."""
+        k, cache, drafter = self.k, self.cache, self.drafter
+        drafts, draft_probs = drafter.draft(root, k)
+        chain = torch.cat((root[None], drafts))
+        start = cache.length.clone()
+        logits, feats = target_forward(self.target, drafter, chain[None], cache)  # [k + 1, V]
+        if self.temperature == 0.0:
+            predicted = logits.argmax(-1)
+            n = (predicted[:k] == drafts).cumprod(0).sum()
+            next_token = predicted.gather(0, n[None])[0]
+        else:  # verify_chain's rule on the device: accept while u * draft(x) < target(x), then the residual
+            rows = self.draft_rows
+            target_probs = self.choose.probs(logits)
+            u = torch.rand(k, device=root.device, generator=self.generator)
+            n = (u * draft_probs[rows, drafts] < target_probs[rows, drafts]).cumprod(0).sum()
+            padded = torch.cat((draft_probs, torch.zeros_like(draft_probs[:1])))  # row k: the bonus token's
+            next_token = sample_on_device(residual(target_probs[n[None]], padded[n[None]]), self.generator)[0]
+        cache.truncate(start + 1 + n)
+        drafter.commit(chain, next_token, n, feats)
+        emitted = torch.cat((drafts, next_token[None])).scatter(0, n[None], next_token[None])
+        return next_token, torch.cat((n[None], emitted))
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        prompt_ids: Sequence[int] | torch.Tensor,
+        max_new_tokens: int,
+        eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
+    ) -> SpecOutput:
+        """prompt_ids: list[int] or LongTensor [1, T] -> SpecOutput with the new tokens only (greedy: those
+        of `generate(target, prompt, max_new_tokens)`, exactly in fp32)."""
+        start_time = time.perf_counter()
+        k, target = self.k, self.target
+        prompt = _prompt_list(prompt_ids)
+        max_new_tokens = check_budget(len(prompt), max_new_tokens, target.cfg.max_position_embeddings)
+        if len(prompt) + max_new_tokens + k + 1 > self.cache.max_len:
+            raise ValueError(
+                f"prompt ({len(prompt)}) + max_new_tokens ({max_new_tokens}) + k + 1 > max_len={self.cache.max_len}"
+            )
+        eos = set(eos_token_ids(eos_token_id))
+        out = SpecOutput()
+        if max_new_tokens == 0:
+            return out
+        self.cache.truncate(0)
+        self.drafter.cache.truncate(0)
+        prompt_t = torch.tensor(prompt, device=target.device)
+        logits, feats = target_forward(target, self.drafter, prompt_t[None], self.cache)
+        root, _ = self.choose(logits[-1])
+        self.drafter.start(prompt_t, root, feats)
+        out.target_calls = 1
+        out.tokens.append(int(root))
+        if self.step is None:
+            self.step = CapturedCall(self._step, (root,), self.graphs, state=(self.cache.length, *self.drafter.state()))
+        while len(out.tokens) < max_new_tokens and out.tokens[-1] not in eos:
+            root, report = self.step(root)
+            n, *emitted = report.tolist()  # the step's one host sync
+            new = emitted[: n + 1]
+            room = max_new_tokens - len(out.tokens)  # the last steps draft past the budget: cut it there
+            stop = min(next((i for i, t in enumerate(new) if t in eos), len(new) - 1), room - 1)
+            out.record_verify(min(n, stop + 1, room - 1), min(k, room - 1), min(k, room - 1))
+            out.tokens += new[: stop + 1]
+        out.draft_calls = len(out.accepted_per_call) * k  # k head or draft-model calls per step
+        out.seconds = time.perf_counter() - start_time
+        return out
+
+
 def static_speculative_generate(
     target: Transformer,
     drafter: Drafter | Transformer,
@@ -186,73 +289,13 @@ def static_speculative_generate(
     eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
     graphs: bool | None = None,
 ) -> SpecOutput:
-    """`speculative_generate`'s chain in fixed shapes: each step is one captured call and one host read.
+    """`speculative_generate`'s chain in fixed shapes, one request through a fresh `StaticChain` sized for it
+    (it captures its graph for this request only; keep a StaticChain to serve many).
 
-    graphs: capture the step as a CUDA graph (default: on CUDA when greedy; sampled steps run the same code
-    eagerly, since their draws come from your `generator`). Returns SpecOutput with the new tokens only:
-    greedy equals `generate(target, prompt, max_new_tokens)` token for token (exactly in fp32).
+    Returns SpecOutput with the new tokens only: greedy equals `generate(target, prompt, max_new_tokens)`
+    token for token (exactly in fp32).
     """
-    k = as_int(k, "k")
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    start_time = time.perf_counter()
-    prompt = _prompt_list(prompt_ids)
-    drafter = as_drafter(drafter)
-    if drafter.vocab_size != target.cfg.vocab_size:
-        raise ValueError(f"drafter vocabulary ({drafter.vocab_size}) != target vocabulary ({target.cfg.vocab_size})")
-    max_new_tokens = check_budget(len(prompt), max_new_tokens, target.cfg.max_position_embeddings)
-    eos = set(eos_token_ids(eos_token_id))
-    out = SpecOutput()
-    if max_new_tokens == 0:
-        return out
-    device = target.device
-    graphs = (graphs_available(device) and temperature == 0.0) if graphs is None else graphs
-    choose = _Choose(temperature, top_k, top_p, generator)
-    max_len = len(prompt) + max_new_tokens + k + 2
-    cache = StaticCache(target.cfg, max_len, target.dtype, device)
-    static = static_drafter(drafter, max_len, choose)
-
-    prompt_t = torch.tensor(prompt, device=device)
-    logits, feats = target_forward(target, static, prompt_t[None], cache)
-    root, _ = choose(logits[-1])
-    static.start(prompt_t, root, feats)
-    out.target_calls = 1
-    out.tokens.append(int(root))
-    draft_rows = torch.arange(k, device=device)
-
-    def step(root: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """root [] -> (next root [], [n, then the k + 1 emitted tokens: n drafts, the target's token, filler])."""
-        drafts, draft_probs = static.draft(root, k)
-        chain = torch.cat((root[None], drafts))
-        start = cache.length.clone()
-        logits, feats = target_forward(target, static, chain[None], cache)  # [k + 1, V]
-        if temperature == 0.0:
-            predicted = logits.argmax(-1)
-            n = (predicted[:k] == drafts).cumprod(0).sum()
-            next_token = predicted.gather(0, n[None])[0]
-        else:
-            target_probs = choose.probs(logits)
-            ratio_draws = torch.rand(k, device=device, generator=generator)
-            accept = ratio_draws * draft_probs[draft_rows, drafts] < target_probs[draft_rows, drafts]
-            n = accept.cumprod(0).sum()
-            padded = torch.cat((draft_probs, torch.zeros_like(draft_probs[:1])))  # row k: the bonus token's
-            at_n = n[None]
-            next_token = sample_on_device(residual(target_probs[at_n], padded[at_n]), generator)[0]
-        cache.truncate(start + 1 + n)
-        static.commit(chain, next_token, n, feats)
-        emitted = torch.cat((drafts, next_token[None])).scatter(0, n[None], next_token[None])
-        return next_token, torch.cat((n[None], emitted))
-
-    captured = CapturedCall(step, (root,), graphs, state=(cache.length, *static.state()))
-    while len(out.tokens) < max_new_tokens and out.tokens[-1] not in eos:
-        root, report = captured(root)
-        n, *emitted = report.tolist()  # the step's one host sync
-        new = emitted[: n + 1]
-        room = max_new_tokens - len(out.tokens)
-        stop = next((i for i, t in enumerate(new) if t in eos), len(new) - 1)
-        stop = min(stop, room - 1)
-        out.record_verify(min(n, stop + 1, room - 1), min(k, room - 1), min(k, room - 1))
-        out.tokens += new[: stop + 1]
-    out.draft_calls = len(out.accepted_per_call) * k  # k head or draft-model calls per step
-    out.seconds = time.perf_counter() - start_time
-    return out
+    budget = max(as_int(max_new_tokens, "max_new_tokens"), 0)
+    chain = StaticChain(target, drafter, len(_prompt_list(prompt_ids)) + budget + as_int(k, "k") + 2, k,
+                        temperature, top_k, top_p, generator, graphs)
+    return chain.generate(prompt_ids, max_new_tokens, eos_token_id)
