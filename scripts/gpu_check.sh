@@ -14,9 +14,10 @@
 #   judge_record   the practice references recorded on the GPU (judge.py record --device cuda, into the output folder)
 #   bench_greedy   python -m tree_spec.bench --device cuda (synchronized wall time)
 #   bench_t1       python -m tree_spec.bench --device cuda --temperature 1.0
+#   bench_graphs   python -m tree_spec.graph_bench --device cuda: eager loops vs fixed shapes vs CUDA graphs
 # Everything lands in the output folder: summary.md (status and seconds per step), logs/, env.txt,
 # fast_suite.xml, notebooks/, references/, bench/. Budget: 10 minutes on one GPU (the step limits add up to
-# 580 s; the dry run gets 4x as long).
+# 600 s; the dry run gets 4x as long).
 # Exit status: the number of failed steps (0 = all passed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +45,7 @@ if [ "$DRY_RUN" = 1 ]; then
   RECORD_ONLY=(01)
   BENCH_SIZE=(--quick --no-transformers)
   BENCH_T1_SIZE=(--quick --no-transformers)
+  GRAPHS_SIZE=(--quick)
 else
   DEVICE=cuda
   LIMIT_SCALE=1
@@ -53,6 +55,7 @@ else
   RECORD_ONLY=()
   BENCH_SIZE=()
   BENCH_T1_SIZE=(--prompts 8)
+  GRAPHS_SIZE=()
   if ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
     echo "no CUDA GPU visible to torch: run with --dry-run to check the script on the CPU" >&2
     exit 1
@@ -119,12 +122,13 @@ bench() {  # bench FOLDER ARGS...
 step env 20 env_info
 cp "$OUT/logs/env.log" "$OUT/env.txt"
 step cuda_tests 150 "$PYTHON" -m pytest -q -p no:cacheprovider -m cuda -rs
-step fast_suite 100 env MINI_LLM_TEST_DEVICE="$DEVICE" "$PYTHON" -m pytest -q -p no:cacheprovider -m "not slow" \
+step fast_suite 90 env MINI_LLM_TEST_DEVICE="$DEVICE" "$PYTHON" -m pytest -q -p no:cacheprovider -m "not slow" \
   --junitxml="$OUT/fast_suite.xml" "${SUITE[@]}"
-step notebooks 170 "$PYTHON" notebooks/execute.py --device "$DEVICE" --out "$OUT/notebooks" --keep-going "${NOTEBOOKS[@]}"
+step notebooks 160 "$PYTHON" notebooks/execute.py --device "$DEVICE" --out "$OUT/notebooks" --keep-going "${NOTEBOOKS[@]}"
 step judge_record 60 judge_record "${RECORD_ONLY[@]}"
 step bench_greedy 40 bench bench "${BENCH_SIZE[@]}"
 step bench_t1 40 bench bench --temperature 1.0 "${BENCH_T1_SIZE[@]}"
+step bench_graphs 40 "$PYTHON" -m tree_spec.graph_bench --device "$DEVICE" --out "$OUT/bench" "${GRAPHS_SIZE[@]}"
 
 echo >> "$SUMMARY"
 echo "$FAILED failed step(s), $((SECONDS - START)) s in all." >> "$SUMMARY"

@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import REPO
 
-STEPS = ["env", "cuda_tests", "fast_suite", "notebooks", "judge_record", "bench_greedy", "bench_t1"]
+STEPS = ["env", "cuda_tests", "fast_suite", "notebooks", "judge_record", "bench_greedy", "bench_t1", "bench_graphs"]
 
 
 @pytest.mark.slow
@@ -27,7 +27,7 @@ def test_gpu_check_dry_run_runs_every_step(tmp_path):
     assert [p.name[:2] for p in (out / "notebooks").glob("*.ipynb")] == ["00"]
     assert "DEVICE = 'cpu'" in (out / "notebooks" / next((out / "notebooks").glob("*.ipynb")).name).read_text()
     assert (out / "references" / "01-tree-mask.json").exists()
-    assert {"BENCHMARK.md", "BENCHMARK_T1.md"} <= {p.name for p in (out / "bench").iterdir()}
+    assert {"BENCHMARK.md", "BENCHMARK_T1.md", "BENCHMARK_GRAPHS.md"} <= {p.name for p in (out / "bench").iterdir()}
 
 
 def test_gpu_check_refuses_to_run_without_a_gpu_unless_dry(tmp_path):
