@@ -14,10 +14,11 @@ import torch
 from mini_llm import Transformer, generate, load_model, load_tokenizer
 from mini_llm.cache import StaticCache
 from mini_llm.graphs import CapturedCall, StaticDecoder, static_generate
-from tree_spec import NGramDrafter, load_head, speculative_generate
+from tree_spec import NGramDrafter, dynamic_tree_speculative_generate, load_head, speculative_generate
 from tree_spec.prompts import held_out_prompts
 from tree_spec.speedup import chi_square
 from tree_spec.static_chain import StaticChain, sample_on_device, static_speculative_generate
+from tree_spec.static_tree import StaticTree, static_dynamic_tree_generate
 from tree_spec.topology import tree_mask
 from tests.spec_models import perturbed_copy, prompts, random_model
 from tests.test_chain import third_token_law
@@ -110,6 +111,26 @@ def test_one_decoder_and_one_chain_serve_many_requests(device: str, target: Tran
         chain.generate(prompt, 30)
 
 
+@pytest.mark.parametrize("kind", ["EAGLE", "EAGLE draft_vocab", "EAGLE-3", "MTP"])
+def test_static_dynamic_tree_greedy_identity(device: str, target: Transformer, kind: str) -> None:
+    """EAGLE-2 trees in fixed shapes give generate's tokens, with untrained heads too. (Untrained heads
+    score many candidates almost alike, so kernel rounding may pick another tree than the list-based
+    dynamic tree; the trained heads pick the same trees: test_shipped_heads_static_chain_and_tree_on_the_embedded_model.)"""
+    drafter = make_drafter(kind, target)
+    for prompt in prompts(target.cfg.vocab_size, 2, length=10, seed=7):
+        expected = generate(target, torch.tensor([prompt], device=device), 16)[0].tolist()
+        for shape in (dict(depth=3, top_k=3, total_tokens=8), dict(depth=1, top_k=2, total_tokens=2)):
+            out = static_dynamic_tree_generate(target, drafter, prompt, 16, **shape)
+            assert out.tokens == expected, (kind, shape)
+
+
+def test_static_tree_refuses_what_it_cannot_run(target: Transformer) -> None:
+    with pytest.raises(ValueError, match="recurrent head"):
+        StaticTree(target, make_drafter("small model", target), 64)
+    with pytest.raises(ValueError, match="candidates"):
+        StaticTree(target, make_drafter("EAGLE", target), 64, depth=2, top_k=2, total_tokens=7)
+
+
 def test_static_chain_refuses_drafters_it_cannot_run(target: Transformer) -> None:
     with pytest.raises(ValueError, match="use speculative_generate"):
         static_speculative_generate(target, NGramDrafter(target.cfg.vocab_size, device=target.device), [1, 2, 3], 8)
@@ -148,8 +169,9 @@ def test_static_sampled_chain_follows_the_target_distribution() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["eagle", "mtp"])
-def test_shipped_heads_static_chain_on_the_embedded_model(kind: str) -> None:
-    """The shipped heads on the embedded target: generate's tokens and the list-based loop's accepted counts."""
+def test_shipped_heads_static_chain_and_tree_on_the_embedded_model(kind: str) -> None:
+    """The shipped heads on the embedded target, chain and EAGLE-2 tree: generate's tokens and the list-based
+    loops' accepted counts (the same drafts and trees, step by step)."""
     target = load_model("tiny-qwen3")
     drafter = load_head(REPO / "models" / "heads" / kind, target)
     prompt = held_out_prompts(load_tokenizer("tiny-qwen3"), 1)[0]
@@ -159,6 +181,9 @@ def test_shipped_heads_static_chain_on_the_embedded_model(kind: str) -> None:
     assert out.tokens == expected == reference.tokens
     assert out.accepted_per_call == reference.accepted_per_call
     assert out.tau > 2.0  # trained heads: well above the 1.0 of plain decoding
+    tree = static_dynamic_tree_generate(target, drafter, prompt, 48, depth=5, top_k=4, total_tokens=16)
+    reference = dynamic_tree_speculative_generate(target, drafter, prompt, 48, depth=5, top_k=4, total_tokens=16)
+    assert tree.tokens == expected and tree.accepted_per_call == reference.accepted_per_call
 
 
 def test_captured_call_needs_cuda_for_a_graph() -> None:
@@ -199,6 +224,10 @@ def test_cuda_graphs_give_the_eager_tokens_without_host_syncs(kind: str, monkeyp
         for graphs in (True, False):
             out = static_speculative_generate(target, drafter, prompt, 24, k=3, graphs=graphs)
             assert out.tokens == expected[0].tolist(), graphs
+            if kind != "small model":
+                tree = static_dynamic_tree_generate(target, drafter, prompt, 24, depth=3, top_k=3, total_tokens=8,
+                                                    graphs=graphs)
+                assert tree.tokens == expected[0].tolist(), ("tree", graphs)
         sampled = static_speculative_generate(target, drafter, prompt, 24, k=3, temperature=1.0,
                                               generator=torch.Generator("cuda").manual_seed(0))
         served = StaticChain(target, drafter, max_len=64, k=3, graphs=True)  # one graph, replayed across requests

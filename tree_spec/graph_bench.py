@@ -4,13 +4,14 @@
                                     [--prompts 8] [--new-tokens 128] [--ks 2,4,6] [--device cuda]
                                     [--out models] [--quick]
 
-Three forms of the same decoding, for plain greedy and for chains drafted by the small model, EAGLE-1,
-EAGLE-3 and MTP (the shipped heads):
-- "eager, lists": `generate` / `speculative_generate`: Python lists, host reads inside every step;
-- "static, eager": `StaticDecoder` / `StaticChain` with graphs=False: the fixed-shape step, one kernel launch
+Three forms of the same decoding, for plain greedy, for chains drafted by the small model, EAGLE-1,
+EAGLE-3 and MTP (the shipped heads), and for EAGLE-2 dynamic trees (EAGLE-1 head):
+- "eager, lists": `generate` / `speculative_generate` / `dynamic_tree_speculative_generate`: Python lists,
+  host reads inside every step;
+- "static, eager": `StaticDecoder` / `StaticChain` / `StaticTree` with graphs=False: the fixed-shape step, one kernel launch
   at a time, one host read per step;
 - "static, CUDA graph" (CUDA only): the same step captured once and replayed.
-One StaticDecoder / StaticChain per row serves every prompt (captured on its first request, in the warm-up).
+One static decoder per row serves every prompt (captured on its first request, in the warm-up).
 Greedy; each row's tokens are checked against plain eager decoding. Rows run interleaved per prompt; time is
 `device_clock` (thread CPU time on a CPU, one torch thread; wall time after torch.cuda.synchronize() on CUDA).
 Speedups are given against plain eager decoding and against plain decoding in the same form: a graphed chain
@@ -38,20 +39,27 @@ from .costs import clock_name, device_clock
 from .drafters import Drafter, ModelDrafter
 from .head_io import load_head
 from .prompts import held_out_prompts
+from .dynamic import dynamic_tree_speculative_generate
 from .static_chain import StaticChain
+from .static_tree import StaticTree
 
 FORMS = ("eager, lists", "static, eager", "static, CUDA graph")
 LIST_K = 4  # the k of the eager and static-eager chain rows; graphed chains run at every k of --ks
 HEADS = (("EAGLE-1", "eagle"), ("EAGLE-3", "eagle3"), ("MTP", "mtp"))
+# EAGLE-2 dynamic trees (EAGLE-1 head): the bench's CPU shape in every form, and a wider one graphed (on a
+# launch-bound GPU a verify pass over 64 nodes costs about what one over 25 does)
+TREE_SHAPES = (dict(depth=6, top_k=4, total_tokens=24), dict(depth=8, top_k=8, total_tokens=63))
+QUICK_TREE = dict(depth=3, top_k=2, total_tokens=4)
 
 
 @dataclass
 class Row:
-    """One benchmark row: run(prompt, new_tokens) -> (tokens, τ numerator and denominator)."""
+    """One benchmark row: run(prompt, new_tokens) -> (tokens, τ numerator and denominator). shape: k for a
+    chain, (depth, top_k, total_tokens) for a tree, None for plain decoding."""
 
     method: str
     form: str
-    k: int | None
+    shape: int | tuple[int, int, int] | None
     run: Callable[[list[int], int], tuple[list[int], int, int]]
     tokens: int = 0
     ms: float = 0.0
@@ -99,6 +107,31 @@ def chain_rows(name: str, target: Transformer, drafter: Drafter, max_len: int, k
     return rows
 
 
+def tree_rows(target: Transformer, drafter: Drafter, max_len: int, shapes: list[dict], graphs: bool) -> list[Row]:
+    """EAGLE-2 dynamic trees: the first shape as lists and static-eager, every shape graphed."""
+    name, first = "EAGLE-2 (EAGLE-1 head)", shapes[0]
+
+    def lists(prompt: list[int], n: int):
+        out = dynamic_tree_speculative_generate(target, drafter, prompt, n, **first)
+        return out.tokens, len(out.tokens), out.target_calls
+
+    def static(tree: StaticTree):
+        def run(prompt: list[int], n: int):
+            out = tree.generate(prompt, n)
+            return out.tokens, len(out.tokens), out.target_calls
+        return run
+
+    def label(shape: dict) -> tuple[int, int, int]:
+        return shape["depth"], shape["top_k"], shape["total_tokens"]
+
+    rows = [Row(name, FORMS[0], label(first), lists),
+            Row(name, FORMS[1], label(first), static(StaticTree(target, drafter, max_len, **first, graphs=False)))]
+    if graphs:
+        rows += [Row(name, FORMS[2], label(s), static(StaticTree(target, drafter, max_len, **s, graphs=True)))
+                 for s in shapes]
+    return rows
+
+
 def run_rows(rows: list[Row], prompts: list[list[int]], new_tokens: int, device: torch.device) -> None:
     """Every row on every prompt, interleaved; the first row (plain eager) is the reference for identity."""
     clock = device_clock(device)
@@ -121,7 +154,7 @@ def summarize(rows: list[Row]) -> list[dict]:
     out = []
     for r in rows:
         ms = r.ms / r.tokens
-        out.append(dict(method=r.method, form=r.form, k=r.k, tau=r.tokens / r.target_calls, ms_per_token=ms,
+        out.append(dict(method=r.method, form=r.form, shape=r.shape, tau=r.tokens / r.target_calls, ms_per_token=ms,
                         vs_plain_eager=plain[FORMS[0]] / ms, vs_plain_same_form=plain[r.form] / ms,
                         identical=r.identical, prompts=r.prompts))
     return out
@@ -135,12 +168,14 @@ def markdown(result: dict) -> str:
         f"{result['new_tokens']} new tokens, greedy; time = {result['clock']}. One run: compare rows with each other, "
         "not with another run.",
         "",
-        "| method | form | k | τ | ms/token | speedup vs plain eager | vs plain in the same form | identical |",
+        "| method | form | k or tree (depth, top_k, total) | τ | ms/token | speedup vs plain eager | vs plain in the same form | identical |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
-        k = "—" if r["k"] is None else r["k"]
-        lines.append(f"| {r['method']} | {r['form']} | {k} | {r['tau']:.2f} | {r['ms_per_token']:.3f} | "
+        shape = "—" if r["shape"] is None else r["shape"]
+        if isinstance(shape, list):
+            shape = ", ".join(map(str, shape))
+        lines.append(f"| {r['method']} | {r['form']} | {shape} | {r['tau']:.2f} | {r['ms_per_token']:.3f} | "
                      f"{r['vs_plain_eager']:.2f}x | {r['vs_plain_same_form']:.2f}x | {r['identical']}/{r['prompts']} |")
     if result["skipped"]:
         lines += ["", "Skipped: " + "; ".join(result["skipped"])]
@@ -173,7 +208,8 @@ def main(argv: list[str] | None = None) -> dict:
         target_path = resolve_model_path(args.target)
         target = load_model(target_path, device=args.device)
         prompts = held_out_prompts(load_tokenizer(target_path), n_prompts)
-        max_len = max(map(len, prompts)) + new_tokens + max(ks + [LIST_K]) + 2
+        shapes = [QUICK_TREE] if args.quick else list(TREE_SHAPES)
+        max_len = max(map(len, prompts)) + new_tokens + max(ks + [LIST_K] + [s["total_tokens"] for s in shapes]) + 2
         graphs = graphs_available(target.device)
         rows, skipped = plain_rows(target, max_len, graphs), []
         if not graphs:
@@ -186,7 +222,10 @@ def main(argv: list[str] | None = None) -> dict:
             if not (folder / "config.json").is_file():
                 skipped.append(f"{name}: no head in {folder}")
                 continue
-            rows += chain_rows(name, target, load_head(folder, target), max_len, ks, graphs)
+            drafter = load_head(folder, target)
+            rows += chain_rows(name, target, drafter, max_len, ks, graphs)
+            if kind == "eagle":
+                rows += tree_rows(target, drafter, max_len, shapes, graphs)
         print(f"{len(rows)} rows x {n_prompts} prompts x {new_tokens} tokens on {target.device}: {clock_name(target.device)}")
         run_rows(rows, prompts, new_tokens, target.device)
         from .bench import machine

@@ -124,11 +124,18 @@ class StaticHeadDrafter:
     def state(self) -> tuple[torch.Tensor, ...]:
         return (self.cache.length, self.root_out, self.committed)
 
-    def _pairs(self, features: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        """features [T, C] (head space), tokens [T] -> predicted features [T, C]; T pairs join the cache."""
+    def _pairs(
+        self, features: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """features [T, C] (head space), tokens [T] -> predicted features [T, C]; the T pairs join the cache.
+
+        Default: consecutive pairs after the cached ones (positions length + 1 + arange(T), causal); a tree
+        level passes its positions [T] and its mask [T, max_len] over all slots.
+        """
         T = tokens.shape[0]
-        positions = self.cache.positions(T)[0] + 1
-        mask = self.cache.attention_mask(T, None)
+        positions = self.cache.positions(T)[0] + 1 if positions is None else positions
+        mask = self.cache.attention_mask(T, None) if mask is None else mask
         return self.head(features[None], self.embed(tokens[None]), positions, self.cache, mask)[0]
 
     def _encode(self, features: TargetFeatures) -> torch.Tensor:
@@ -172,13 +179,93 @@ def static_drafter(drafter: Drafter | Transformer, max_len: int, choose: _Choose
     )
 
 
-class StaticChain:
-    """Chain speculative decoding over caches of `max_len` slots whose step is captured once (on the first
-    request) and replayed for every step of every request.
+class StaticLoop:
+    """What every fixed-shape decoder shares: caches of `max_len` slots, a step captured once (on the first
+    request) and replayed for every step of every request, one host read per step.
 
+    Subclasses set `self.drafter` (a static drafter), `self.room` (the most slots past the committed ones a
+    step writes into the target's cache) and define `_step(root) -> (next root [], report)`, where report =
+    [n accepted drafts, then the emitted tokens: n drafts, the target's token, filler], and `_drafted(room)`.
     graphs: capture the step as a CUDA graph (default: on CUDA when greedy; sampled steps run the same code
     eagerly, since their draws come from your `generator`).
     """
+
+    def __init__(
+        self,
+        target: Transformer,
+        drafter: Drafter | Transformer,
+        max_len: int,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        generator: torch.Generator | None = None,
+        graphs: bool | None = None,
+    ) -> None:
+        drafter = as_drafter(drafter)
+        if drafter.vocab_size != target.cfg.vocab_size:
+            raise ValueError(
+                f"drafter vocabulary ({drafter.vocab_size}) != target vocabulary ({target.cfg.vocab_size})"
+            )
+        self.target, self.temperature, self.generator = target, temperature, generator
+        self.graphs = (graphs_available(target.device) and temperature == 0.0) if graphs is None else graphs
+        self.choose = _Choose(temperature, top_k, top_p, generator)
+        self.cache = StaticCache(target.cfg, max_len, target.dtype, target.device)
+        self.step: CapturedCall | None = None
+
+    def _step(self, root: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def _drafted(self, room: int) -> tuple[int, int]:
+        """(draft tokens proposed, depth drafted) as the list-based loop counts them with `room` tokens left."""
+        raise NotImplementedError
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        prompt_ids: Sequence[int] | torch.Tensor,
+        max_new_tokens: int,
+        eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
+    ) -> SpecOutput:
+        """prompt_ids: list[int] or LongTensor [1, T] -> SpecOutput with the new tokens only (greedy: those
+        of `generate(target, prompt, max_new_tokens)`, exactly in fp32)."""
+        start_time = time.perf_counter()
+        target = self.target
+        prompt = _prompt_list(prompt_ids)
+        max_new_tokens = check_budget(len(prompt), max_new_tokens, target.cfg.max_position_embeddings)
+        if len(prompt) + max_new_tokens + self.room > self.cache.max_len:
+            raise ValueError(
+                f"prompt ({len(prompt)}) + max_new_tokens ({max_new_tokens}) + {self.room} slots a step writes > "
+                f"max_len={self.cache.max_len}"
+            )
+        eos = set(eos_token_ids(eos_token_id))
+        out = SpecOutput()
+        if max_new_tokens == 0:
+            return out
+        self.cache.truncate(0)
+        self.drafter.cache.truncate(0)
+        prompt_t = torch.tensor(prompt, device=target.device)
+        logits, feats = target_forward(target, self.drafter, prompt_t[None], self.cache)
+        root, _ = self.choose(logits[-1])
+        self.drafter.start(prompt_t, root, feats)
+        out.target_calls = 1
+        out.tokens.append(int(root))
+        if self.step is None:
+            self.step = CapturedCall(self._step, (root,), self.graphs, state=(self.cache.length, *self.drafter.state()))
+        while len(out.tokens) < max_new_tokens and out.tokens[-1] not in eos:
+            root, report = self.step(root)
+            n, *emitted = report.tolist()  # the step's one host sync
+            new = emitted[: n + 1]
+            room = max_new_tokens - len(out.tokens)  # the last steps draft past the budget: cut it there
+            stop = min(next((i for i, t in enumerate(new) if t in eos), len(new) - 1), room - 1)
+            out.record_verify(min(n, stop + 1, room - 1), *self._drafted(room))
+            out.tokens += new[: stop + 1]
+        out.draft_calls = len(out.accepted_per_call) * self.draft_calls_per_step
+        out.seconds = time.perf_counter() - start_time
+        return out
+
+
+class StaticChain(StaticLoop):
+    """Chain speculative decoding (k drafts per step) in fixed shapes: see `StaticLoop`."""
 
     def __init__(
         self,
@@ -195,19 +282,13 @@ class StaticChain:
         self.k = as_int(k, "k")
         if self.k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        drafter = as_drafter(drafter)
-        if drafter.vocab_size != target.cfg.vocab_size:
-            raise ValueError(
-                f"drafter vocabulary ({drafter.vocab_size}) != target vocabulary ({target.cfg.vocab_size})"
-            )
-        self.target, self.temperature, self.generator = target, temperature, generator
-        device = target.device
-        self.graphs = (graphs_available(device) and temperature == 0.0) if graphs is None else graphs
-        self.choose = _Choose(temperature, top_k, top_p, generator)
-        self.cache = StaticCache(target.cfg, max_len, target.dtype, device)
-        self.drafter = static_drafter(drafter, max_len + 1, self.choose)
-        self.draft_rows = torch.arange(self.k, device=device)
-        self.step: CapturedCall | None = None
+        super().__init__(target, drafter, max_len, temperature, top_k, top_p, generator, graphs)
+        self.drafter = static_drafter(as_drafter(drafter), max_len + 1, self.choose)
+        self.room, self.draft_calls_per_step = self.k + 1, self.k  # k head or draft-model calls per step
+        self.draft_rows = torch.arange(self.k, device=target.device)
+
+    def _drafted(self, room: int) -> tuple[int, int]:
+        return min(self.k, room - 1), min(self.k, room - 1)
 
     def _step(self, root: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """root [] -> (next root [], [n, then the k + 1 emitted tokens: n drafts, the target's token, filler])."""
@@ -231,49 +312,6 @@ class StaticChain:
         drafter.commit(chain, next_token, n, feats)
         emitted = torch.cat((drafts, next_token[None])).scatter(0, n[None], next_token[None])
         return next_token, torch.cat((n[None], emitted))
-
-    @torch.inference_mode()
-    def generate(
-        self,
-        prompt_ids: Sequence[int] | torch.Tensor,
-        max_new_tokens: int,
-        eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
-    ) -> SpecOutput:
-        """prompt_ids: list[int] or LongTensor [1, T] -> SpecOutput with the new tokens only (greedy: those
-        of `generate(target, prompt, max_new_tokens)`, exactly in fp32)."""
-        start_time = time.perf_counter()
-        k, target = self.k, self.target
-        prompt = _prompt_list(prompt_ids)
-        max_new_tokens = check_budget(len(prompt), max_new_tokens, target.cfg.max_position_embeddings)
-        if len(prompt) + max_new_tokens + k + 1 > self.cache.max_len:
-            raise ValueError(
-                f"prompt ({len(prompt)}) + max_new_tokens ({max_new_tokens}) + k + 1 > max_len={self.cache.max_len}"
-            )
-        eos = set(eos_token_ids(eos_token_id))
-        out = SpecOutput()
-        if max_new_tokens == 0:
-            return out
-        self.cache.truncate(0)
-        self.drafter.cache.truncate(0)
-        prompt_t = torch.tensor(prompt, device=target.device)
-        logits, feats = target_forward(target, self.drafter, prompt_t[None], self.cache)
-        root, _ = self.choose(logits[-1])
-        self.drafter.start(prompt_t, root, feats)
-        out.target_calls = 1
-        out.tokens.append(int(root))
-        if self.step is None:
-            self.step = CapturedCall(self._step, (root,), self.graphs, state=(self.cache.length, *self.drafter.state()))
-        while len(out.tokens) < max_new_tokens and out.tokens[-1] not in eos:
-            root, report = self.step(root)
-            n, *emitted = report.tolist()  # the step's one host sync
-            new = emitted[: n + 1]
-            room = max_new_tokens - len(out.tokens)  # the last steps draft past the budget: cut it there
-            stop = min(next((i for i, t in enumerate(new) if t in eos), len(new) - 1), room - 1)
-            out.record_verify(min(n, stop + 1, room - 1), min(k, room - 1), min(k, room - 1))
-            out.tokens += new[: stop + 1]
-        out.draft_calls = len(out.accepted_per_call) * k  # k head or draft-model calls per step
-        out.seconds = time.perf_counter() - start_time
-        return out
 
 
 def static_speculative_generate(
