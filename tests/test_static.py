@@ -140,7 +140,7 @@ def test_static_chain_refuses_drafters_it_cannot_run(target: Transformer) -> Non
 
 def test_sample_on_device_follows_probs() -> None:
     """The exponential race picks token i with probability probs[i] (chi-square over 20000 draws)."""
-    probs = torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05, 0.0])
+    probs = torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05, 0.0], device="cpu")  # with its CPU generator, on any default device
     g = torch.Generator().manual_seed(0)
     draws = sample_on_device(probs.expand(20000, -1).contiguous(), g)
     counts = torch.bincount(draws, minlength=6).float()

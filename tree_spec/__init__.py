@@ -10,6 +10,8 @@ from .lookahead import LookaheadDrafter, lookahead_generate
 from .ngram import NGramDrafter
 from .output import SpecOutput
 from .sampling import residual, verify_chain, verify_tree
+from .static_chain import StaticChain, static_speculative_generate
+from .static_tree import StaticTree, static_dynamic_tree_generate
 from .speedup import (
     break_even_alpha, chi_square, expected_speedup, expected_tokens_per_verify, roofline_step_time, simulate_tail,
     speedup_table, tree_expected_tokens, wall_time_per_token,
@@ -23,10 +25,10 @@ __all__ = [
     "CostCurve", "DrafterCost", "compare_profiles", "measure_drafter_cost", "measure_target_costs", "profile_forward",
     "Drafter", "DraftTree", "HeadDrafter", "LookaheadDrafter", "MedusaDrafter", "ModelDrafter", "NGramDrafter",
     "QuantizedSelfDrafter",
-    "SpecOutput", "TargetFeatures", "accept_greedy", "as_drafter", "break_even_alpha", "build_draft_tree",
+    "SpecOutput", "StaticChain", "StaticTree", "TargetFeatures", "accept_greedy", "as_drafter", "break_even_alpha", "build_draft_tree",
     "build_dynamic_tree", "chi_square", "depths", "dynamic_tree_speculative_generate", "expected_speedup",
     "expected_tokens_per_verify", "load_head", "lookahead_generate", "positions", "residual", "roofline_step_time",
     "simulate_tail",
-    "speculative_generate", "speedup_table", "tree_expected_tokens", "tree_mask", "tree_speculative_generate",
+    "speculative_generate", "speedup_table", "static_dynamic_tree_generate", "static_speculative_generate", "tree_expected_tokens", "tree_mask", "tree_speculative_generate",
     "validate_parents", "verify_chain", "verify_tree", "wall_time_per_token",
 ]
