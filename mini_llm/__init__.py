@@ -9,6 +9,7 @@ from .model import Transformer
 from .quant import fake_quant_int, quantized_copy
 
 __all__ = [
-    "CapturedCall", "Config", "KVCache", "StaticCache", "StaticDecoder", "Transformer", "generate", "generate_batch", "logits_to_probs", "sample_next", "static_generate",
+    "CapturedCall", "Config", "KVCache", "StaticCache", "StaticDecoder", "Transformer", "generate", "generate_batch",
+    "logits_to_probs", "sample_next", "static_generate",
     "fake_quant_int", "quantized_copy", "load_model", "load_tokenizer",
 ]

@@ -38,6 +38,7 @@ from .chain import speculative_generate
 from .costs import clock_name, device_clock
 from .drafters import Drafter, ModelDrafter
 from .head_io import load_head
+from .output import SpecOutput
 from .prompts import held_out_prompts
 from .dynamic import dynamic_tree_speculative_generate
 from .static_chain import StaticChain
@@ -89,21 +90,21 @@ def plain_rows(target: Transformer, max_len: int, graphs: bool) -> list[Row]:
     return rows
 
 
-def chain_rows(name: str, target: Transformer, drafter: Drafter, max_len: int, ks: list[int], graphs: bool) -> list[Row]:
-    def lists(prompt: list[int], n: int):
-        out = speculative_generate(target, drafter, prompt, n, k=LIST_K)
+def spec_run(decode: Callable[[list[int], int], SpecOutput]) -> Callable[[list[int], int], tuple[list[int], int, int]]:
+    """A row's run from a speculative decoder's (prompt, new_tokens) -> SpecOutput."""
+    def run(prompt: list[int], n: int):
+        out = decode(prompt, n)
         return out.tokens, len(out.tokens), out.target_calls
+    return run
 
-    def static(chain: StaticChain):
-        def run(prompt: list[int], n: int):
-            out = chain.generate(prompt, n)
-            return out.tokens, len(out.tokens), out.target_calls
-        return run
 
-    rows = [Row(name, FORMS[0], LIST_K, lists),
-            Row(name, FORMS[1], LIST_K, static(StaticChain(target, drafter, max_len, LIST_K, graphs=False)))]
+def chain_rows(name: str, target: Transformer, drafter: Drafter, max_len: int, ks: list[int], graphs: bool) -> list[Row]:
+    """Chains: k = LIST_K as lists and static-eager, every k of `ks` graphed."""
+    rows = [Row(name, FORMS[0], LIST_K, spec_run(lambda p, n: speculative_generate(target, drafter, p, n, k=LIST_K))),
+            Row(name, FORMS[1], LIST_K, spec_run(StaticChain(target, drafter, max_len, LIST_K, graphs=False).generate))]
     if graphs:
-        rows += [Row(name, FORMS[2], k, static(StaticChain(target, drafter, max_len, k, graphs=True))) for k in ks]
+        rows += [Row(name, FORMS[2], k, spec_run(StaticChain(target, drafter, max_len, k, graphs=True).generate))
+                 for k in ks]
     return rows
 
 
@@ -111,24 +112,17 @@ def tree_rows(target: Transformer, drafter: Drafter, max_len: int, shapes: list[
     """EAGLE-2 dynamic trees: the first shape as lists and static-eager, every shape graphed."""
     name, first = "EAGLE-2 (EAGLE-1 head)", shapes[0]
 
-    def lists(prompt: list[int], n: int):
-        out = dynamic_tree_speculative_generate(target, drafter, prompt, n, **first)
-        return out.tokens, len(out.tokens), out.target_calls
-
-    def static(tree: StaticTree):
-        def run(prompt: list[int], n: int):
-            out = tree.generate(prompt, n)
-            return out.tokens, len(out.tokens), out.target_calls
-        return run
-
     def label(shape: dict) -> tuple[int, int, int]:
         return shape["depth"], shape["top_k"], shape["total_tokens"]
 
-    rows = [Row(name, FORMS[0], label(first), lists),
-            Row(name, FORMS[1], label(first), static(StaticTree(target, drafter, max_len, **first, graphs=False)))]
+    def static(shape: dict, graphs: bool):
+        return spec_run(StaticTree(target, drafter, max_len, **shape, graphs=graphs).generate)
+
+    rows = [Row(name, FORMS[0], label(first),
+                spec_run(lambda p, n: dynamic_tree_speculative_generate(target, drafter, p, n, **first))),
+            Row(name, FORMS[1], label(first), static(first, False))]
     if graphs:
-        rows += [Row(name, FORMS[2], label(s), static(StaticTree(target, drafter, max_len, **s, graphs=True)))
-                 for s in shapes]
+        rows += [Row(name, FORMS[2], label(shape), static(shape, True)) for shape in shapes]
     return rows
 
 
