@@ -8,15 +8,15 @@ Three forms of the same decoding, for plain greedy, for chains drafted by the sm
 EAGLE-3 and MTP (the shipped heads), and for EAGLE-2 dynamic trees (EAGLE-1 head):
 - "eager, lists": `generate` / `speculative_generate` / `dynamic_tree_speculative_generate`: Python lists,
   host reads inside every step;
-- "static, eager": `StaticDecoder` / `StaticChain` / `StaticTree` with graphs=False: the fixed-shape step, one kernel launch
-  at a time, one host read per step;
+- "static, eager": `StaticDecoder` / `StaticChain` / `StaticTree` with graphs=False: the fixed-shape step,
+  one kernel launch at a time, one host read per step;
 - "static, CUDA graph" (CUDA only): the same step captured once and replayed.
 One static decoder per row serves every prompt (captured on its first request, in the warm-up).
-Greedy; each row's tokens are checked against plain eager decoding. Rows run interleaved per prompt; time is
-`device_clock` (thread CPU time on a CPU, one torch thread; wall time after torch.cuda.synchronize() on CUDA).
-Speedups are given against plain eager decoding and against plain decoding in the same form: a graphed chain
-must beat graphed plain decoding, the baseline a GPU engine would otherwise run. Writes BENCHMARK_GRAPHS.md
-and benchmark_graphs.json under --out.
+Greedy; each row's tokens are checked against plain eager decoding, and the command fails (after writing its
+tables) if any differ. Rows run interleaved per prompt; time is `device_clock` (thread CPU time on a CPU, one
+torch thread; wall time after torch.cuda.synchronize() on CUDA). Speedups are given against plain eager
+decoding and against plain decoding in the same form: a graphed chain must beat graphed plain decoding, the
+baseline a GPU engine would otherwise run. Writes BENCHMARK_GRAPHS.md and benchmark_graphs.json under --out.
 """
 from __future__ import annotations
 
@@ -236,6 +236,9 @@ def main(argv: list[str] | None = None) -> dict:
     (out / "BENCHMARK_GRAPHS.md").write_text(text)
     (out / "benchmark_graphs.json").write_text(json.dumps(result, indent=1) + "\n")
     print(text)
+    differing = [f"{r['method']} ({r['form']})" for r in result["rows"] if r["identical"] < r["prompts"]]
+    if differing:  # greedy decoding must reproduce plain greedy in every form: a bug, not noise
+        raise SystemExit(f"tokens differ from plain greedy decoding: {', '.join(differing)}")
     return result
 
 
