@@ -24,8 +24,8 @@ from mini_llm.generate import as_int
 from .drafters import Drafter, TargetFeatures, as_drafter
 from .feature_drafters import HeadDrafter
 from .output import SpecOutput
-from .static_chain import StaticHeadDrafter, StaticLoop, _prompt_list
-from .tree import target_forward
+from .static_chain import StaticHeadDrafter, StaticLoop
+from .tree import _prompt_list, target_forward
 
 TIE_BREAK = 1e-6  # subtracted per depth from a candidate's score: a child never ties its parent in the rerank
 
