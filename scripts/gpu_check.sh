@@ -41,6 +41,7 @@ if [ "$DRY_RUN" = 1 ]; then
   LIMIT_SCALE=4  # a shared 2-core CPU, not a GPU machine
   OUT=${OUT:-runs/gpu-dry-run/$STAMP}
   SUITE=(tests/test_mini_llm_generate.py)  # a small slice: the code path, not the coverage
+  CUDA_SUITE=(tests/test_static.py)
   NOTEBOOKS=(00)
   RECORD_ONLY=(01)
   BENCH_SIZE=(--quick --no-transformers)
@@ -51,6 +52,7 @@ else
   LIMIT_SCALE=1
   OUT=${OUT:-runs/gpu/$STAMP}
   SUITE=()
+  CUDA_SUITE=()
   NOTEBOOKS=()
   RECORD_ONLY=()
   BENCH_SIZE=()
@@ -121,8 +123,8 @@ bench() {  # bench FOLDER ARGS...
 
 step env 20 env_info
 cp "$OUT/logs/env.log" "$OUT/env.txt"
-step cuda_tests 150 "$PYTHON" -m pytest -q -p no:cacheprovider -m cuda -rs
-step fast_suite 90 env MINI_LLM_TEST_DEVICE="$DEVICE" "$PYTHON" -m pytest -q -p no:cacheprovider -m "not slow" \
+step cuda_tests 150 "$PYTHON" -m pytest -n 0 -q -p no:cacheprovider -m cuda -rs "${CUDA_SUITE[@]}"
+step fast_suite 90 env MINI_LLM_TEST_DEVICE="$DEVICE" "$PYTHON" -m pytest -n 0 -q -p no:cacheprovider -m "not slow" \
   --junitxml="$OUT/fast_suite.xml" "${SUITE[@]}"
 step notebooks 160 "$PYTHON" notebooks/execute.py --device "$DEVICE" --out "$OUT/notebooks" --keep-going "${NOTEBOOKS[@]}"
 step judge_record 60 judge_record "${RECORD_ONLY[@]}"

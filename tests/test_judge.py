@@ -15,6 +15,10 @@ from tests.judge_support import judge, judge_env
 from practice.judgekit.catalog import discover
 from practice.judgekit.settings import PRACTICE, REPO
 
+
+# one worker runs the whole module: the `check_output` fixture grades every exercise file once (~100 s)
+pytestmark = pytest.mark.xdist_group("judge")
+
 EXERCISES = discover(PRACTICE / "exercises")
 
 # wrong solution -> words its diagnosis must contain (the mistake it points at)

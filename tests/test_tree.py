@@ -251,6 +251,7 @@ def embedded():
     return target, small, prompts_, [generate(target, torch.tensor([p]), 16)[0].tolist() for p in prompts_]
 
 
+@pytest.mark.xdist_group("embedded")  # one worker computes the `embedded` fixture for both tests
 def test_embedded_target_greedy_identity_on_50_prompts(embedded):
     """Chain k=4 with the separate small draft, tree [2, 2, 1, 1] with the INT4 self draft."""
     target, small, prompts_, expected = embedded
@@ -263,6 +264,7 @@ def test_embedded_target_greedy_identity_on_50_prompts(embedded):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("embedded")
 @pytest.mark.parametrize("shape", CHAINS + TREES, ids=str)
 def test_embedded_target_greedy_identity_every_shape(embedded, shape):
     """Chains k in {1, 2, 4, 8} and trees [1,1,1,1], [2,2,1,1], [3,3,2], [4], separate small draft."""
