@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import REPO
 
-STEPS = ["env", "cuda_tests", "fast_suite", "notebooks", "judge_record", "bench_greedy", "bench_t1", "bench_graphs"]
+STEPS = ["env", "cuda_tests", "notebooks", "judge_record", "bench_greedy", "bench_t1", "bench_graphs", "fast_suite"]
 
 
 @pytest.mark.slow

@@ -22,21 +22,11 @@ from tree_spec.static_tree import StaticTree, static_dynamic_tree_generate
 from tree_spec.topology import tree_mask
 from tests.spec_models import perturbed_copy, prompts, random_model
 from tests.test_chain import third_token_law
-from tests.test_devices import CUDA, DEVICES, make_drafter
+from tests.test_devices import CUDA, device, make_drafter, target  # noqa: F401 (device, target: fixtures, CPU and CUDA)
 
 from .conftest import REPO
 
 STATIC_DRAFTERS = ["small model", "INT4 self", "EAGLE", "EAGLE draft_vocab", "EAGLE-3", "MTP"]
-
-
-@pytest.fixture(scope="module", params=DEVICES)
-def device(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
-@pytest.fixture(scope="module")
-def target(device: str) -> Transformer:
-    return random_model(seed=0).to(device)
 
 
 @torch.inference_mode()

@@ -255,16 +255,18 @@ class ForwardTimer:
 
     @torch.inference_mode()
     def sample(self, repeats: int = 1, warmup: bool = True) -> None:
-        """Time every n `repeats` times (after one untimed warm-up forward per n when `warmup`)."""
+        """Time every n `repeats` times, the sizes interleaved (round r times every n once), so a slow spell of a
+        shared machine lands on all sizes alike instead of on the ones timed during it; with `warmup`, one
+        untimed round first."""
         device, context = self.target.device, self.context
-        for n in self.new_tokens:
-            kwargs = {}
-            if self.tree_shaped:
-                kwargs = dict(mask=tree_mask([-1] + list(range(n - 1)), device),
-                              positions=torch.arange(context, context + n, device=device))
-            for r in range(repeats + warmup):
+        kwargs = {n: {} for n in self.new_tokens}
+        if self.tree_shaped:
+            kwargs = {n: dict(mask=tree_mask([-1] + list(range(n - 1)), device),
+                              positions=torch.arange(context, context + n, device=device)) for n in self.new_tokens}
+        for r in range(repeats + warmup):
+            for n in self.new_tokens:
                 self.cache.truncate(context)
-                ms = thread_ms(lambda: self.target(self.ids[n], cache=self.cache, **kwargs), device)
+                ms = thread_ms(lambda: self.target(self.ids[n], cache=self.cache, **kwargs[n]), device)
                 if r >= warmup:
                     self.times[n].append(ms)
         self.cache.truncate(context)
