@@ -144,8 +144,10 @@ def recurrent_loss(
         embedding = target.embed_tokens(tokens[:, 1:])
     feature = head.encode(hidden, layers)[:, :-1]
     if head.kind == "eagle":
-        noise = torch.randn(feature.shape, generator=generator) * FEATURE_NOISE * hidden.std()
-        feature = feature + noise.to(feature.device)
+        # drawn where the generator lives (a CPU generator may seed training on a GPU), then moved
+        draw_on = generator.device if generator is not None else feature.device
+        noise = torch.randn(feature.shape, generator=generator, device=draw_on).to(feature.device)
+        feature = feature + noise * FEATURE_NOISE * hidden.std()
     positions = torch.arange(1, T, device=hidden.device)
     cache = ConcatCache()
     loss, top1 = hidden.new_zeros(()), []
