@@ -16,7 +16,7 @@ from practice.judgekit.catalog import discover
 from practice.judgekit.settings import PRACTICE, REPO
 
 
-# one worker runs the whole module: the `check_output` fixture grades every exercise file once (~100 s)
+# one worker runs the whole module: the `check_output` fixture grades every exercise file once (~25 s)
 pytestmark = pytest.mark.xdist_group("judge")
 
 EXERCISES = discover(PRACTICE / "exercises")

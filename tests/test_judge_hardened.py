@@ -1,6 +1,6 @@
 """The judge against a learner who forges, breaks or floods: verdicts, references and limits.
 
-Every learner file here runs in the judge's worker subprocess; the verdict is made in this process.
+Every learner file here runs in the judge's worker process; the verdict is made in this process.
 References and the model are private copies (see test_judge.py), never the shipped files.
 """
 import contextlib
@@ -149,6 +149,27 @@ def test_printed_output_is_capped(env, tmp_path):
     code, out = judge(*env["opts"], "test", "4", str(learner_file(tmp_path, spam)))
     assert code == 1 and "line 199999" in out and "bytes printed; the last 64,000 kept" in out, out
     assert len(out) < 20_000
+
+
+@pytest.mark.parametrize("fork", ["1", "0"], ids=["forked", "fresh-interpreter"])
+def test_each_file_runs_in_a_process_of_its_own(env, tmp_path, monkeypatch, fork):
+    """Forked from the zygote (Linux's default) or a new interpreter (SPEC_JUDGE_FORK=0): the same verdicts,
+    and nothing one file does to the imported modules reaches the next file."""
+    monkeypatch.setenv("SPEC_JUDGE_FORK", fork)
+    leak = ("import tree_spec\nassert not hasattr(tree_spec, 'left_by_an_earlier_file')\n"
+            "tree_spec.left_by_an_earlier_file = True\n" + SOLUTION.read_text())
+    for _ in range(2):
+        code, out = judge(*env["opts"], "test", "4", str(learner_file(tmp_path, leak, "leak.py")))
+        assert code == 0 and "PASS" in out, out
+    spam_then_loop = "def tree_size(b, batch=1):\n    for i in range(100_000):\n        print('line', i)\n    while True:\n        pass\n"
+    code, out = judge(*env["opts"], "--timeout", "3", "test", "4", str(learner_file(tmp_path, spam_then_loop)))
+    assert code == 1 and "TIMEOUT" in out and "line 99999" in out and "bytes printed" in out, out
+    exits = "import os\n\n\ndef tree_size(b, batch=1):\n    os._exit(3)\n"
+    code, out = judge(*env["opts"], "test", "4", str(learner_file(tmp_path, exits, "exits.py")))
+    assert code == 1 and "exit code 3" in out, out
+    segfault = "import os, signal\n\n\ndef tree_size(b, batch=1):\n    os.kill(os.getpid(), signal.SIGSEGV)\n"
+    code, out = judge(*env["opts"], "test", "4", str(learner_file(tmp_path, segfault, "segfault.py")))
+    assert code == 1 and "SIGSEGV" in out, out
 
 
 def test_a_mistake_is_named_only_when_it_explains_every_failing_case(env, tmp_path):

@@ -1,1 +1,1 @@
-"""The judge behind `python practice/judge.py`: catalog, subprocess worker, comparisons, references, progress."""
+"""The judge behind `python practice/judge.py`: catalog, worker processes, comparisons, references, progress."""

@@ -1,7 +1,9 @@
-"""Parent side: one fresh worker subprocess per file, with a time limit, a memory cap and capped output.
+"""Parent side: one fresh worker process per file, with a time limit, a memory cap and capped output.
 
-The worker's events come back as raw JSON lines (judgekit.worker); nothing here imports learner code or torch,
-so the worker can start while the parent imports torch to compare its outputs.
+On Linux each worker is forked from a zygote that imported torch once (judgekit.zygote); elsewhere, or with
+SPEC_JUDGE_FORK=0, it is a new interpreter. The worker's events come back as raw JSON lines (judgekit.worker);
+nothing here imports learner code or torch, so the worker can start while the parent imports torch to compare
+its outputs.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import zygote
 from .catalog import Exercise
 from .settings import REPO, Settings
 
@@ -52,18 +55,19 @@ class RunResult:
 
 
 class _Tail(threading.Thread):
-    """Reads a pipe to its end, keeping only the last OUTPUT_CAP_BYTES bytes."""
+    """Reads a pipe (or FIFO) to its end, keeping only the last OUTPUT_CAP_BYTES bytes."""
 
-    def __init__(self, pipe) -> None:
+    def __init__(self, fd: int) -> None:
         super().__init__(daemon=True)
-        self.pipe, self.buffer, self.total = pipe, bytearray(), 0
+        self.fd, self.buffer, self.total = fd, bytearray(), 0
 
     def run(self) -> None:
-        while chunk := self.pipe.read1(65536) if hasattr(self.pipe, "read1") else self.pipe.read(65536):
+        while chunk := os.read(self.fd, 65536):
             self.total += len(chunk)
             self.buffer += chunk
             if len(self.buffer) > 2 * OUTPUT_CAP_BYTES:
                 del self.buffer[:-OUTPUT_CAP_BYTES]
+        os.close(self.fd)
 
     def text(self) -> str:
         return bytes(self.buffer[-OUTPUT_CAP_BYTES:]).decode("utf-8", "replace")
@@ -91,7 +95,7 @@ class Worker:
 
 
 def start(job: Job, settings: Settings, mode: str, device: str, timeout_s: float) -> Worker:
-    """Start a fresh worker for one job now (it imports torch while the caller does its own work)."""
+    """Start a fresh worker for one job now (it loads the model while the caller does its own work)."""
     tmp = tempfile.TemporaryDirectory(prefix="spec-judge-")
     outdir = Path(tmp.name)
     memory_mb = settings.memory_mb if mode == "grade" else 0
@@ -103,38 +107,68 @@ def start(job: Job, settings: Settings, mode: str, device: str, timeout_s: float
     }))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     began = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "practice.judgekit.worker", str(outdir / "job.json"), str(outdir)],
-        cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    tail = _Tail(proc.stdout)
+    if settings.fork and zygote.SUPPORTED:
+        proc, output, hold = _fork(outdir, env)
+    else:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "practice.judgekit.worker", str(outdir / "job.json"), str(outdir)],
+            cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        output, hold = os.dup(proc.stdout.fileno()), None
+        proc.stdout.close()
+    tail = _Tail(output)
     tail.start()
+
+    def finish_output() -> None:
+        """The worker's group is dead: drop our own write end of its FIFO, so the tail reads to EOF."""
+        nonlocal hold
+        if hold is not None:
+            os.close(hold)
+            hold = None
+        tail.join(timeout=5)
 
     def wait() -> RunResult:
         ended = _wait(proc, outdir / "results.jsonl", timeout_s)
-        tail.join(timeout=5)
+        finish_output()
         return RunResult(read_events(outdir / "results.jsonl"), outdir, tail.text(), tail.total, ended,
                          proc.returncode, time.monotonic() - began, timeout_s, memory_mb, tmp)
 
     def stop() -> None:
         _kill(proc)
-        tail.join(timeout=5)
+        finish_output()
         tmp.cleanup()
 
     return Worker(wait, stop)
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def _fork(outdir: Path, env: dict[str, str]) -> tuple[zygote.Forked, int, int]:
+    """A worker forked by the zygote -> (its handle, read end of its output FIFO, our write end of it).
+
+    We hold a write end until the worker's group is dead: the FIFO then reads to its end even when the
+    worker died before opening it.
+    """
+    fifo = outdir / "output"
+    os.mkfifo(fifo)
+    output = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    hold = os.open(fifo, os.O_WRONLY)
+    os.set_blocking(output, True)
+    return zygote.shared().start(outdir / "job.json", outdir, fifo, env), output, hold
+
+
+def _kill(proc: subprocess.Popen | zygote.Forked) -> None:
     """SIGKILL the worker's whole process group (threads and processes its learner code left behind)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    if isinstance(proc, zygote.Forked):
+        proc.kill_group()
+    else:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     proc.wait()
 
 
-def _wait(proc: subprocess.Popen, results: Path, timeout_s: float) -> str:
+def _wait(proc: subprocess.Popen | zygote.Forked, results: Path, timeout_s: float) -> str:
     """Wait for the worker and stop its whole process group as soon as it reported its end -> how it ended.
 
     The time limit counts from the worker's "ready" (torch imported, model loaded); before that it may take

@@ -17,7 +17,8 @@ class Settings:
     """exercises/references/workspace folders, the model real-model exercises load, the per-file timeout.
 
     Environment overrides (options win): SPEC_JUDGE_WORKSPACE, SPEC_JUDGE_REFERENCES, SPEC_JUDGE_MODEL
-    (a models/ name or a folder), SPEC_JUDGE_TIMEOUT (seconds), SPEC_JUDGE_DEVICE (grading device).
+    (a models/ name or a folder), SPEC_JUDGE_TIMEOUT (seconds), SPEC_JUDGE_DEVICE (grading device),
+    SPEC_JUDGE_FORK=0 (a new interpreter per graded file instead of a fork of one that imported torch).
     """
 
     exercises: Path = PRACTICE / "exercises"
@@ -27,6 +28,7 @@ class Settings:
     timeout_s: float | None = None  # None: max(MIN_TIMEOUT_S, TIMEOUT_FACTOR x the reference's time)
     memory_mb: int = DEFAULT_MEMORY_MB
     device: str = "cpu"
+    fork: bool = True
 
     @classmethod
     def from_env(
@@ -46,6 +48,7 @@ class Settings:
             timeout_s=float(timeout) if timeout else None,
             memory_mb=int(memory_mb or env.get("SPEC_JUDGE_MEMORY_MB") or DEFAULT_MEMORY_MB),
             device=env.get("SPEC_JUDGE_DEVICE") or cls.device,
+            fork=env.get("SPEC_JUDGE_FORK", "1") != "0",
         )
 
     def model_path(self) -> Path:

@@ -1,5 +1,6 @@
-"""Runs in a subprocess, one file per process: imports the learner's (or the solution's) file, runs every case
-and writes the RAW outputs; or, for maintainers, records the references from the solution.
+"""Runs in a worker process, one file per process (forked by judgekit.zygote, or started as below): imports the
+learner's (or the solution's) file, runs every case and writes the RAW outputs; or, for maintainers, records
+the references from the solution.
 
 Usage: python -m practice.judgekit.worker JOB.json OUTDIR
 It appends JSON lines to OUTDIR/results.jsonl: {"ready": true} once the model is loaded, {"progress": case}
