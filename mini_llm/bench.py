@@ -46,7 +46,7 @@ def run(model_path: str, new_tokens: int, prompt_len: int, repeats: int, device:
     ours = Transformer.from_pretrained(model_path, dtype=torch.float32, device=device)
     theirs = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(device).eval()
     gen = torch.Generator().manual_seed(0)
-    prompt = torch.randint(0, ours.cfg.vocab_size, (1, prompt_len), generator=gen).to(device)
+    prompt = torch.randint(0, ours.cfg.vocab_size, (1, prompt_len), generator=gen, device="cpu").to(device)
 
     def run_ours():
         return generate(ours, prompt, new_tokens)

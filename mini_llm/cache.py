@@ -37,7 +37,7 @@ class KVCache:
         self.max_len = max_len
         self.lengths = [0] * batch_size  # committed slots per row
         self._slots_key: tuple | None = None  # (lengths, T, device) of the cached per-row write index
-        self._slots = torch.empty(0, dtype=torch.long)
+        self._slots = torch.empty(0, dtype=torch.long, device=device)
 
     def __repr__(self) -> str:
         shown = self.lengths[0] if self.uniform else self.lengths
@@ -134,7 +134,7 @@ class KVCache:
         """
         rows = list(range(self.batch_size)) if row is None else [row]
         length = self.length if row is None else self.lengths[row]
-        keep = torch.as_tensor(keep, dtype=torch.long).cpu()
+        keep = torch.as_tensor(keep, dtype=torch.long, device="cpu")
         if keep.ndim != 1:
             raise ValueError(f"keep must be 1-D, got shape {tuple(keep.shape)}")
         n = len(keep)
@@ -144,7 +144,7 @@ class KVCache:
             raise ValueError(f"compact: keep must be strictly increasing, got {keep.tolist()}")
         if not 0 <= start <= length:
             raise ValueError(f"compact: start={start} outside [0, length={length}]")
-        if n and not torch.equal(keep, torch.arange(n)):
+        if n and not torch.equal(keep, torch.arange(n, device="cpu")):
             src = (keep + start).to(self.k.device)
             sel = slice(None) if row is None else slice(row, row + 1)
             with self._writable():
@@ -155,7 +155,7 @@ class KVCache:
 
     def select_rows(self, rows: Sequence[int]) -> None:
         """Keep only the batch rows `rows`, in that order (e.g. drop sequences that finished)."""
-        index = torch.as_tensor(list(rows), dtype=torch.long)
+        index = torch.as_tensor(list(rows), dtype=torch.long, device="cpu")
         if index.ndim != 1 or not len(index) or not all(0 <= r < self.batch_size for r in index.tolist()):
             raise ValueError(f"select_rows: rows must be a non-empty list of indices below {self.batch_size}, got {rows}")
         index = index.to(self.k.device)

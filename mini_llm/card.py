@@ -41,7 +41,7 @@ def decode_ms_per_token(models: dict[str, Transformer], new_tokens: int = 64, re
     Thread CPU time (the time this thread ran, not the time it waited for a core), and the minimum, not
     the mean, because interference from other processes only ever adds time.
     """
-    prompt = torch.randint(0, 1000, (1, 32), generator=torch.Generator().manual_seed(0))
+    prompt = torch.randint(0, 1000, (1, 32), generator=torch.Generator().manual_seed(0), device="cpu")
     times: dict[str, list[float]] = {name: [] for name in models}
     for name, m in models.items():
         generate(m, prompt, 8)
@@ -58,7 +58,7 @@ def continuations(path: Path, max_new_tokens: int = 48) -> list[tuple[str, str]]
     model = Transformer.from_pretrained(path)
     out = []
     for prompt in PROMPTS:
-        ids = torch.tensor([tok.encode(prompt)])
+        ids = torch.tensor([tok.encode(prompt)], device="cpu")
         new = generate(model, ids, max_new_tokens, eos_token_id=model.cfg.eos_token_id)
         out.append((prompt, tok.decode(new[0].tolist())))
     return out

@@ -46,7 +46,7 @@ def eos_token_ids(eos_token_id) -> list[int]:
 def prompt_tensor(ids: torch.Tensor | Sequence[int]) -> torch.Tensor:
     """A prompt as LongTensor [B, T] (T >= 1): a list or [T] tensor becomes one row; float ids -> ValueError."""
     if not isinstance(ids, torch.Tensor):
-        ids = torch.tensor([as_int(t, "prompt token") for t in ids], dtype=torch.long)
+        ids = torch.tensor([as_int(t, "prompt token") for t in ids], dtype=torch.long, device="cpu")
     if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
         raise ValueError(f"prompt ids must be an integer tensor, got {ids.dtype} (token ids are not rounded)")
     if ids.ndim == 1:

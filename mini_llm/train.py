@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> dict:
         lr = lr_at(step, args.steps, args.lr, args.warmup)
         for group in opt.param_groups:
             group["lr"] = lr
-        starts = torch.randint(0, len(train_stream) - args.seq - 1, (args.batch,), generator=gen)
+        starts = torch.randint(0, len(train_stream) - args.seq - 1, (args.batch,), generator=gen, device="cpu")
         batch = torch.stack([train_stream[s:s + args.seq + 1] for s in starts.tolist()])
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             logits = model(batch[:, :-1])

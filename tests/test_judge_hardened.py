@@ -161,7 +161,8 @@ def test_each_file_runs_in_a_process_of_its_own(env, tmp_path, monkeypatch, fork
     for _ in range(2):
         code, out = judge(*env["opts"], "test", "4", str(learner_file(tmp_path, leak, "leak.py")))
         assert code == 0 and "PASS" in out, out
-    spam_then_loop = "def tree_size(b, batch=1):\n    for i in range(100_000):\n        print('line', i)\n    while True:\n        pass\n"
+    spam_then_loop = ("def tree_size(b, batch=1):\n    for i in range(100_000):\n        print('line', i)\n"
+                      "    while True:\n        pass\n")
     code, out = judge(*env["opts"], "--timeout", "3", "test", "4", str(learner_file(tmp_path, spam_then_loop)))
     assert code == 1 and "TIMEOUT" in out and "line 99999" in out and "bytes printed" in out, out
     exits = "import os\n\n\ndef tree_size(b, batch=1):\n    os._exit(3)\n"

@@ -198,7 +198,8 @@ def batch_speculative_generate(
         if n_draft:
             drafts, draft_probs = draft.propose(contexts, n_draft, temperature, top_k, top_p, generator)
         else:  # every row needs exactly one more token: a plain target step
-            drafts, draft_probs = [[] for _ in active], torch.zeros(len(active), 0, target.cfg.vocab_size)
+            drafts = [[] for _ in active]
+            draft_probs = torch.zeros(len(active), 0, target.cfg.vocab_size, device=device)
         # 2. verify: ONE target forward over [root, d_1..d_n] of every row -> [B, n + 1, V]
         starts = cache.lengths
         logits = target(torch.tensor([[ctx[-1]] + d for ctx, d in zip(contexts, drafts)], device=device), cache=cache)

@@ -75,8 +75,8 @@ def compare(name: str, ours: object, theirs: object, bar: float | None = None) -
         passed, text = _compare_exact(ours, theirs)
         print(f"{label} {text}")
         return passed
-    ours_t = torch.as_tensor(ours, dtype=torch.float64).detach().cpu()
-    theirs_t = torch.as_tensor(theirs, dtype=torch.float64).detach().cpu()
+    ours_t = torch.as_tensor(ours, dtype=torch.float64, device="cpu").detach()
+    theirs_t = torch.as_tensor(theirs, dtype=torch.float64, device="cpu").detach()
     if ours_t.shape != theirs_t.shape:
         print(f"{label} MISMATCH: shape {tuple(ours_t.shape)} vs {tuple(theirs_t.shape)}")
         return False

@@ -219,7 +219,7 @@ class CostCurve:
 
 def _context_ids(target: Transformer, context: int, seed: int = 0) -> torch.Tensor:
     gen = torch.Generator().manual_seed(seed)
-    return torch.randint(0, target.cfg.vocab_size, (1, max(context, 1)), generator=gen).to(target.device)
+    return torch.randint(0, target.cfg.vocab_size, (1, max(context, 1)), generator=gen, device="cpu").to(target.device)
 
 
 class ForwardTimer:
@@ -239,7 +239,8 @@ class ForwardTimer:
         device = target.device
         self.cache = target.new_cache(batch_size=1, max_len=context + self.new_tokens[-1] + 1)
         gen = torch.Generator().manual_seed(1)
-        self.ids = {n: torch.randint(0, target.cfg.vocab_size, (1, n), generator=gen).to(device) for n in self.new_tokens}
+        self.ids = {n: torch.randint(0, target.cfg.vocab_size, (1, n), generator=gen, device="cpu").to(device)
+                    for n in self.new_tokens}
         self.times: dict[int, list[float]] = {n: [] for n in self.new_tokens}
         with torch.inference_mode():
             target(_context_ids(target, context), cache=self.cache)

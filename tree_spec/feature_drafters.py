@@ -201,7 +201,7 @@ class HeadDrafter(_FeatureDrafter):
                 a = parents[a]
         mask = None
         if not (T == 1 and len(cols) == start + 1 - L):  # else: a chain's next node, which sees every slot
-            mask = torch.zeros(T, start + T, dtype=torch.bool)
+            mask = torch.zeros(T, start + T, dtype=torch.bool, device="cpu")
             mask[:, :L] = True
             mask[rows, cols] = True
             mask = mask.to(self.device)

@@ -35,7 +35,8 @@ def load_head_module(folder: str | Path, target: Transformer) -> torch.nn.Module
     if not (folder / "config.json").is_file() or not (folder / "head.safetensors").is_file():
         raise FileNotFoundError(f"no trained head in {folder} (need config.json and head.safetensors)")
     config = json.loads((folder / "config.json").read_text())
-    head = make_head(config["kind"], target.cfg, config.get("num_heads") or 4, config.get("feature_layers") or None)
+    with torch.device("cpu"):  # built on the host whatever torch's default device is, then moved
+        head = make_head(config["kind"], target.cfg, config.get("num_heads") or 4, config.get("feature_layers") or None)
     state = load_file(str(folder / "head.safetensors"))
     expected = head.state_dict()
     bad = sorted(k for k in expected if k not in state or state[k].shape != expected[k].shape)

@@ -64,7 +64,7 @@ class NGramDrafter(Drafter):
     ) -> torch.Tensor:
         self.calls += 1
         recent = list(context[-self.window:])
-        logits = torch.zeros(len(frontier), self._vocab_size)  # filled on the CPU, moved once
+        logits = torch.zeros(len(frontier), self._vocab_size, device="cpu")  # filled on the CPU, moved once
         for row, node in enumerate(frontier):
             path = []
             while node >= 0:

@@ -37,10 +37,10 @@ def training_windows(tokenizer, n: int, length: int, seed: int = 0, per_file: in
         if len(ids) <= length:
             continue
         for _ in range(per_file):
-            start = int(torch.randint(0, len(ids) - length, (), generator=gen))
+            start = int(torch.randint(0, len(ids) - length, (), generator=gen, device="cpu"))
             windows.append(ids[start:start + length])
         if len(windows) >= n:
             break
     if len(windows) < n:
         raise ValueError(f"found only {len(windows)} training windows of {length} tokens, wanted {n}")
-    return torch.tensor(windows[:n])
+    return torch.tensor(windows[:n], device="cpu")

@@ -40,12 +40,14 @@ def paired_distributions(
     if not 0 < alpha <= 1:
         raise ValueError(f"alpha must be in (0, 1], got {alpha}")
 
+    device = generator.device if generator is not None else None  # drawn where the generator lives
+
     def dirichlet(mask: torch.Tensor) -> torch.Tensor:
-        e = -torch.rand(*batch_shape, vocab_size, generator=generator).neg().log1p() * mask  # Exp(1)
+        e = -torch.rand(*batch_shape, vocab_size, generator=generator, device=device).neg().log1p() * mask  # Exp(1)
         return e / e.sum(-1, keepdim=True)
 
-    rank = torch.rand(*batch_shape, vocab_size, generator=generator).argsort(-1).argsort(-1)
-    split = torch.randint(1, vocab_size, (*batch_shape, 1), generator=generator)
+    rank = torch.rand(*batch_shape, vocab_size, generator=generator, device=device).argsort(-1).argsort(-1)
+    split = torch.randint(1, vocab_size, (*batch_shape, 1), generator=generator, device=device)
     in_a = rank < split
     shared = dirichlet(torch.ones_like(in_a))
     target = alpha * shared + (1 - alpha) * dirichlet(in_a)
@@ -80,7 +82,7 @@ def verify_chain(
     exactly as sampling from the target alone: P(emit x) = min(t, d)(x) + (1 - sum min(t, d)) *
     residual(x) = t(x), since 1 - sum min(t, d) = sum max(0, t - d).
     """
-    tokens = torch.as_tensor(draft_tokens).tolist()
+    tokens = torch.as_tensor(draft_tokens, device="cpu").tolist()
     k = len(tokens)
     if draft_probs.ndim != 2 or draft_probs.shape[0] != k:
         raise ValueError(f"draft_probs must be [k={k}, V], got {tuple(draft_probs.shape)}")
@@ -134,7 +136,7 @@ def verify_tree(
     subtree was drafted given that child only, so the chain rule gives the target's joint law for
     the whole emitted sequence.
     """
-    token_ids = torch.as_tensor(tokens).tolist()
+    token_ids = torch.as_tensor(tokens, device="cpu").tolist()
     parent_ids = list(parents)
     children = _children(parent_ids)
     n = len(parent_ids)

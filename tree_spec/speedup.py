@@ -221,13 +221,13 @@ def simulate_tail(alpha: float, k: int, c: float, n_tokens: int = 1000, seed: in
     """
     _check_alpha_k(alpha, k)
     generator = torch.Generator().manual_seed(seed)
-    accepted = (torch.rand(n_tokens, k, generator=generator) < alpha).cumprod(-1).sum(-1)  # [steps]
+    accepted = (torch.rand(n_tokens, k, generator=generator, device="cpu") < alpha).cumprod(-1).sum(-1)  # [steps]
     emitted = accepted + 1
     starts = emitted.cumsum(0) - emitted
     starts = starts[starts < n_tokens]
-    spec = torch.zeros(n_tokens)
+    spec = torch.zeros(n_tokens, device="cpu")
     spec[starts] = k * c + 1
-    plain = torch.ones(n_tokens)
+    plain = torch.ones(n_tokens, device="cpu")
     return TailLatency(
         plain, spec, plain.mean().item(), plain.quantile(0.99).item(), spec.mean().item(), spec.quantile(0.99).item()
     )
@@ -279,8 +279,8 @@ def chi_square(
     with expected < min_expected (the usual validity rule of thumb) are pooled into one bin, which
     absorbs the smallest remaining bins until it reaches min_expected. dof = bins - 1.
     """
-    obs = torch.as_tensor(observed, dtype=torch.float64).flatten()
-    exp = torch.as_tensor(expected, dtype=torch.float64).flatten()
+    obs = torch.as_tensor(observed, dtype=torch.float64, device="cpu").flatten()
+    exp = torch.as_tensor(expected, dtype=torch.float64, device="cpu").flatten()
     if obs.shape != exp.shape or (exp < 0).any() or exp.sum() <= 0 or (obs < 0).any():
         raise ValueError("observed and expected must have the same length, be >= 0, and expected must sum to > 0")
     exp = exp * (obs.sum() / exp.sum())

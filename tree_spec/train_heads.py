@@ -119,8 +119,8 @@ def ttt_mask(n: int, step: int) -> torch.Tensor:
     Row i (the pair at index i) sees the true pairs (step 1) up to index i - step + 1 and, of each
     step s >= 2, only the pair at index i - step + s: exactly the keys the same draft token sees
     at inference (committed pairs, then its own drafted ancestors)."""
-    i = torch.arange(n)[:, None]
-    q = torch.arange(n)[None, :]
+    i = torch.arange(n, device="cpu")[:, None]
+    q = torch.arange(n, device="cpu")[None, :]
     blocks = [q <= i - step + 1] + [q == i - step + s for s in range(2, step + 1)]
     return torch.cat(blocks, dim=1)
 
@@ -282,7 +282,9 @@ def train(
     target = load_model(target_name, device=device)
     target.requires_grad_(False)
     tokenizer = load_tokenizer(resolve_model_path(target_name))
-    head = make_head(kind, target.cfg, num_heads).to(target.device)
+    with torch.device("cpu"):  # initialised on the host: the same initial head on every device
+        head = make_head(kind, target.cfg, num_heads)
+    head = head.to(target.device)
     feature_layers = getattr(head, "feature_layers", ())
     k = num_heads if kind == "medusa" else 5
 
@@ -305,7 +307,7 @@ def train(
     step, t0 = 0, time.perf_counter()
     bar = tqdm(total=steps, desc=f"train {kind}", unit="step", disable=None)
     while True:
-        for idx in torch.randperm(windows, generator=gen).split(batch):
+        for idx in torch.randperm(windows, generator=gen, device="cpu").split(batch):
             lr_now = lr * (0.1 + 0.9 * (1 - _progress(step, steps, t0, budget)))
             for group in optimizer.param_groups:
                 group["lr"] = lr_now

@@ -1,12 +1,13 @@
 """One process that imports torch once and forks a fresh worker per file (Linux only).
 
-Importing torch costs ~3 s of CPU on a small machine, and `check` grades ~75 files. The zygote imports what
-every worker imports, never runs a torch op (so it has no thread pool for a child to inherit), and forks one
-child per job. Each child is still a process of its own, isolated from the judge and from every other file:
-its own session (the process group a timeout kills), the environment the parent sent, the worker's argv,
-stdin from /dev/null, stdout and stderr into the job's FIFO (the parent keeps their tail), then `worker.main`.
-CUDA is initialised only in the children. Elsewhere (no fork after importing torch on macOS; no fork on Windows), or with
-SPEC_JUDGE_FORK=0, every worker is a fresh interpreter instead (judgekit.runner).
+Importing torch costs ~3 s of CPU on a small machine, and `check` grades ~75 files. The zygote imports
+what every worker imports, never runs a torch op (so it has no thread pool for a child to inherit), and
+forks one child per job. Each child is still a process of its own, isolated from the judge and from every
+other file: its own session (the process group a timeout kills), the environment the parent sent, the
+worker's argv, stdin from /dev/null, stdout and stderr into the job's FIFO (the parent keeps their tail),
+then `worker.main`. CUDA is initialised only in the children. Elsewhere (no fork after importing torch on
+macOS; no fork on Windows), or with SPEC_JUDGE_FORK=0, every worker is a fresh interpreter instead
+(judgekit.runner).
 
 Protocol, one JSON object per line. Parent -> zygote: {"start": id, "job": path, "outdir": path,
 "output": fifo, "env": {...}} or {"kill": id}. Zygote -> parent: {"started": id, "pid": pid} and, once it has
