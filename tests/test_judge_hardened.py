@@ -173,6 +173,30 @@ def test_each_file_runs_in_a_process_of_its_own(env, tmp_path, monkeypatch, fork
     assert code == 1 and "SIGSEGV" in out, out
 
 
+def test_a_dead_zygote_neither_hangs_the_verdict_nor_the_next_file(env, tmp_path):
+    """The process that forks the workers is killed (say by the system, out of memory) while a file runs:
+    that file still gets a verdict at once, and the next file is graded by a new zygote."""
+    from practice.judgekit import zygote
+    from practice.judgekit.runner import Job, start
+
+    if not zygote.SUPPORTED:
+        pytest.skip("no zygote on this platform")
+    ex = next(e for e in discover(PRACTICE / "exercises") if e.number == 4)
+    settings = Settings(references=env["root"] / "references", model=str(env["root"] / "model"))
+    loop = learner_file(tmp_path, "def tree_size(b, batch=1):\n    while True:\n        pass\n")
+    worker = start(Job(ex, loop), settings, "grade", "cpu", 60)
+    dead = zygote.shared()
+    time.sleep(1)
+    dead.proc.kill()
+    began = time.monotonic()
+    run = worker.wait()
+    run.tmp.cleanup()
+    assert time.monotonic() - began < 10 and run.ended == "exit" and run.returncode == -9
+    code, out = judge(*env["opts"], "test", "4", str(SOLUTION))
+    assert code == 0 and "PASS" in out, out
+    assert zygote.shared() is not dead and zygote.shared().alive()
+
+
 def test_a_mistake_is_named_only_when_it_explains_every_failing_case(env, tmp_path):
     """speedup alone lacks the bonus token: the 'no bonus' model also breaks expected_tokens, so no guess;
     when both lack it, the model explains every failing case and is named."""

@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import threading
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +36,15 @@ def _send(message: dict[str, Any]) -> None:
     os.write(1, (json.dumps(message) + "\n").encode())
 
 
-def _run_child(request: dict[str, Any]) -> None:
+def _run_child(request: dict[str, Any], zygote_fds: tuple[int, ...]) -> None:
     """In the forked child: become a fresh worker process, run the job, never return into the zygote loop."""
     try:
         os.setsid()
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        for fd in zygote_fds:
+            os.close(fd)
         os.environ.clear()
         os.environ.update(request["env"])
         null = os.open(os.devnull, os.O_RDONLY)
@@ -53,6 +58,8 @@ def _run_child(request: dict[str, Any]) -> None:
 
         sys.argv = [worker.__file__, request["job"], request["outdir"]]  # as `python -m practice.judgekit.worker`
         worker.main(request["job"], request["outdir"])  # ends with os._exit(0)
+    except BaseException:
+        traceback.print_exc()  # the judge's own failure (the worker reports the learner's code's errors itself)
     finally:
         os._exit(1)
 
@@ -73,9 +80,15 @@ def serve() -> None:
     running: dict[int, str] = {}  # pid -> job id, until reaped
     pids: dict[str, int] = {}
     pending = b""
+    wake_read, wake_write = os.pipe()  # a SIGCHLD writes a byte here: sleep until a request or a child's exit
+    os.set_blocking(wake_write, False)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    signal.set_wakeup_fd(wake_write)
     while True:
-        readable, _, _ = select.select([0], [], [], 0.02)
-        if readable:
+        readable, _, _ = select.select([0, wake_read], [], [])
+        if wake_read in readable:
+            os.read(wake_read, 4096)
+        if 0 in readable:
             chunk = os.read(0, 65536)
             if not chunk:
                 break
@@ -86,7 +99,7 @@ def serve() -> None:
                 if "start" in request:
                     pid = os.fork()
                     if pid == 0:
-                        _run_child(request)
+                        _run_child(request, (wake_read, wake_write))
                     running[pid], pids[request["start"]] = request["start"], pid
                     _send({"started": request["start"], "pid": pid})
                 elif "kill" in request and pids.get(request["kill"]) in running:
@@ -121,7 +134,10 @@ class Forked:
 
     def kill_group(self) -> None:
         """SIGKILL the child's process group (the zygote does it, and only while the child is unreaped)."""
-        self.zygote.request({"kill": self.job_id})
+        if self.zygote.alive():
+            self.zygote.request({"kill": self.job_id})
+        else:  # the zygote died: nobody reaps the child any more, kill its group directly
+            _kill_group(self.pid)
 
 
 class Zygote:
@@ -134,8 +150,9 @@ class Zygote:
                "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         self.proc = subprocess.Popen([sys.executable, "-m", "practice.judgekit.zygote"], cwd=REPO, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
-        self.changed = threading.Condition()  # guards pids and exits; notified on every message
+        self.changed = threading.Condition()  # guards pids, exits and ended; notified on every message
         self.writing = threading.Lock()
+        self.ended = False  # the zygote's stdout closed: it exited
         self.pids: dict[str, int] = {}
         self.exits: dict[str, int] = {}
         self.count = 0
@@ -151,10 +168,11 @@ class Zygote:
                     self.exits[message["exited"]] = message["returncode"]
                 self.changed.notify_all()
         with self.changed:
+            self.ended = True
             self.changed.notify_all()
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return not self.ended and self.proc.poll() is None
 
     def close(self) -> None:
         """End the zygote (it kills the children still running)."""
@@ -166,8 +184,11 @@ class Zygote:
 
     def request(self, message: dict[str, Any]) -> None:
         with self.writing:
-            self.proc.stdin.write((json.dumps(message) + "\n").encode())
-            self.proc.stdin.flush()
+            try:
+                self.proc.stdin.write((json.dumps(message) + "\n").encode())
+                self.proc.stdin.flush()
+            except (BrokenPipeError, ValueError):  # the zygote died (or was closed): callers see it in alive()
+                pass
 
     def start(self, job_file: Path, outdir: Path, output: Path, env: dict[str, str]) -> Forked:
         """Fork a worker for job_file; its stdout and stderr go to the FIFO `output` (opened by the caller)."""
@@ -177,18 +198,18 @@ class Zygote:
         self.request({"start": job_id, "job": str(job_file), "outdir": str(outdir), "output": str(output),
                       "env": env})
         with self.changed:
-            self.changed.wait_for(lambda: job_id in self.pids or not self.alive())
+            self.changed.wait_for(lambda: job_id in self.pids or self.ended)
             if job_id not in self.pids:
                 raise RuntimeError(f"the judge's worker server stopped (exit code {self.proc.returncode})")
             return Forked(self, job_id, self.pids[job_id])
 
     def returncode(self, job_id: str) -> int | None:
         with self.changed:
-            return self.exits.get(job_id, None if self.alive() else -signal.SIGKILL)
+            return self.exits.get(job_id, -signal.SIGKILL if self.ended else None)
 
     def wait(self, job_id: str) -> int:
         with self.changed:
-            self.changed.wait_for(lambda: job_id in self.exits or not self.alive())
+            self.changed.wait_for(lambda: job_id in self.exits or self.ended)
             return self.exits.get(job_id, -signal.SIGKILL)
 
 
