@@ -119,8 +119,8 @@ def serve() -> None:
 class Forked:
     """A child of the zygote, with the part of subprocess.Popen's interface the runner uses."""
 
-    def __init__(self, zygote: "Zygote", job_id: str, pid: int) -> None:
-        self.zygote, self.job_id, self.pid = zygote, job_id, pid
+    def __init__(self, zygote: "Zygote", job_id: str) -> None:
+        self.zygote, self.job_id = zygote, job_id
 
     @property
     def returncode(self) -> int | None:
@@ -136,8 +136,10 @@ class Forked:
         """SIGKILL the child's process group (the zygote does it, and only while the child is unreaped)."""
         if self.zygote.alive():
             self.zygote.request({"kill": self.job_id})
-        else:  # the zygote died: nobody reaps the child any more, kill its group directly
-            _kill_group(self.pid)
+            return
+        pid = self.zygote.pid(self.job_id)  # the zygote died: nobody reaps the child any more
+        if pid is not None:
+            _kill_group(pid)
 
 
 class Zygote:
@@ -191,17 +193,20 @@ class Zygote:
                 pass
 
     def start(self, job_file: Path, outdir: Path, output: Path, env: dict[str, str]) -> Forked:
-        """Fork a worker for job_file; its stdout and stderr go to the FIFO `output` (opened by the caller)."""
+        """Ask for a worker for job_file (forked once the zygote has imported torch; this does not wait);
+        its stdout and stderr go to the FIFO `output` (opened by the caller)."""
         with self.changed:
             self.count += 1
             job_id = str(self.count)
         self.request({"start": job_id, "job": str(job_file), "outdir": str(outdir), "output": str(output),
                       "env": env})
+        return Forked(self, job_id)
+
+    def pid(self, job_id: str) -> int | None:
+        """The worker's pid once the zygote forked it (None if it died first)."""
         with self.changed:
             self.changed.wait_for(lambda: job_id in self.pids or self.ended)
-            if job_id not in self.pids:
-                raise RuntimeError(f"the judge's worker server stopped (exit code {self.proc.returncode})")
-            return Forked(self, job_id, self.pids[job_id])
+            return self.pids.get(job_id)
 
     def returncode(self, job_id: str) -> int | None:
         with self.changed:
@@ -230,3 +235,4 @@ def shared() -> Zygote:
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the judge, which closes our stdin
     serve()
+    os._exit(0)  # nothing to flush or finalize; the judge waits for this exit
