@@ -5,8 +5,10 @@ tree bookkeeping, simulations). One that does not follows torch's default device
 CPU tensor beside CUDA weights (a device error, or a silent host copy), or a CUDA tensor beside CPU ones when
 a learner calls `torch.set_default_device("cuda")`. On this CPU-only machine "meta" stands in for the other
 device: a meta tensor holds no data, so reading one (`.tolist()`, `int()`, mixing with a CPU tensor) fails,
-and every such call in these paths is found without a GPU. Each run must also give what it gives without the
-default device set: greedy identity with `generate`, and the same sampled tokens for the same seed.
+and every such call in these paths is found without a GPU: every drafter and loop, fixed shapes, verifiers,
+head training, and the two benchmark harnesses that scripts/gpu_check.sh runs on CUDA. Each run must also give
+what it gives without the default device set: greedy identity with `generate`, the same sampled tokens for the
+same seed.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from tree_spec.speedup import chi_square, simulate_tail
 from tree_spec.static_chain import static_speculative_generate
 from tree_spec.static_tree import static_dynamic_tree_generate
 from tests.spec_models import checkpoint_with_tokenizer, prompts, random_model
+from tests.test_bench import folders  # noqa: F401 (a fixture)
 from tests.test_devices import DRAFTERS, DYNAMIC, NEW, TREE, make_drafter
 
 STATIC = {"small model", "INT4 self", "EAGLE", "EAGLE draft_vocab", "EAGLE-3", "MTP"}  # what StaticChain runs
@@ -128,3 +131,18 @@ def test_head_training_and_loading(tmp_path_factory: pytest.TempPathFactory) -> 
         assert len(log["losses"]) == 2 and all(torch.isfinite(torch.tensor(s["loss"])) for s in log["losses"])
         drafter = meta_default(lambda: load_head(out, load_model(target_dir)))
         assert next(drafter.head.parameters()).device.type == "cpu"
+
+
+def test_benchmark_harness(folders) -> None:  # noqa: F811
+    """`python -m tree_spec.bench --quick` greedy (every method but transformers') and the fixed-shape bench."""
+    from tree_spec import bench, graph_bench
+
+    root, target = folders
+    result = meta_default(lambda: bench.main([
+        "--target", str(target), "--draft", str(root / "draft"), "--heads", str(root / "heads"),
+        "--tuned", str(root / "tuned"), "--quick", "--no-transformers", "--out", str(root / "out-meta-default")]))
+    assert result["device"].startswith("cpu") and all(r["identical"] == result["prompts"] for r in result["rows"])
+    graphs = meta_default(lambda: graph_bench.main(["--target", str(target), "--draft", str(root / "draft"),
+                                                    "--heads", str(root / "heads"), "--quick",
+                                                    "--out", str(root / "graphs-meta-default")]))
+    assert graphs["rows"] and all(r["identical"] == r["prompts"] for r in graphs["rows"])

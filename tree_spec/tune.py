@@ -617,7 +617,7 @@ def tuned_drafter(name: str, target: Transformer, draft: Transformer | str | Non
     vocab = None
     if tuned.get("draft_vocab"):
         order = json.loads((Path(folder) / f"token_frequency-{Path(model_name).name}.json").read_text())["order"]
-        vocab = torch.tensor(order[:tuned["draft_vocab"]])
+        vocab = torch.tensor(order[:tuned["draft_vocab"]], device="cpu")
     return make_drafter(name, target, draft, heads_dir, vocab), list(tuned["branching"])
 
 
@@ -630,7 +630,7 @@ def tune_drafter(
     t0 = time.perf_counter()
     vocab_sizes = [n for n in args.vocab if 0 < n < target.cfg.vocab_size] if name in HEAD_FOLDERS else []
     order = token_order(model_name, tokenizer, target.cfg.vocab_size) if vocab_sizes else []
-    subsets = {n: torch.tensor(order[:n]) for n in vocab_sizes}
+    subsets = {n: torch.tensor(order[:n], device="cpu") for n in vocab_sizes}
     drafter = make_drafter(name, target, args.draft, args.heads)
     every = held_out_prompts(tokenizer, args.prompts + args.validate_prompts)
     prompts, cost_prompts = every[:args.prompts], every[args.prompts:] or every[:2]  # disjoint files
@@ -735,7 +735,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
         for name in [n for n in args.drafter if n in HEAD_FOLDERS]:
             for n in [None, *args.vocab]:
                 for rep in range(2):  # the first run warms up
-                    vocab = torch.tensor(order[:n]) if n else None
+                    vocab = torch.tensor(order[:n], device="cpu") if n else None
                     b = draft_call_breakdown(target, make_drafter(name, target, args.draft, args.heads, vocab), prompts)
                     if rep:
                         print(f"{name}, draft vocabulary {n or 'full'}: {b['total_ms']:.3f} ms per call = head forward "
