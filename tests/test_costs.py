@@ -32,9 +32,11 @@ def test_curve_json_round_trip(tmp_path):
 
 def test_measure_target_costs_on_a_real_forward_and_plot():
     target = random_model(seed=3)
-    curve = measure_target_costs(target, new_tokens=(1, 2, 8, 32), context=16, repeats=3)
-    assert curve.new_tokens == [1, 2, 8, 32] and all(ms > 0 for ms in curve.ms_points)
-    assert curve.ms_points[-1] > curve.ms_points[0]  # 32 new tokens cost more than 1
+    curve = measure_target_costs(target, new_tokens=(1, 2, 8, 128), context=16, repeats=3)
+    assert curve.new_tokens == [1, 2, 8, 128] and all(ms > 0 for ms in curve.ms_points)
+    # 128 new tokens cost about twice one on this tiny model (2.3-2.4 vs 1.2-1.3 ms here, idle), a gap above a
+    # busy machine's noise; 32 tokens (1.25x) once came out cheaper than one with another process on a core
+    assert curve.ms_points[-1] > curve.ms_points[0]
     assert curve.threads == 1 and curve.context == 16
     tree_curve = measure_target_costs(target, new_tokens=(1, 4), context=16, repeats=2, tree_shaped=True)
     assert tree_curve.tree_mask and len(tree_curve.ms_points) == 2
