@@ -14,9 +14,9 @@
 #   bench_greedy   python -m tree_spec.bench --device cuda (synchronized wall time)
 #   bench_t1       python -m tree_spec.bench --device cuda --temperature 1.0
 #   bench_graphs   python -m tree_spec.graph_bench --device cuda: eager loops vs fixed shapes vs CUDA graphs
-#   fast_suite     pytest -m "not slow" with torch's default device set to CUDA (MINI_LLM_TEST_DEVICE); last,
-#                  since the tests were written for the CPU default (load_model's device="cpu", CPU generators)
-#                  and the explicit CUDA coverage is cuda_tests
+#   fast_suite     pytest -m "not slow" with torch's default device set to CUDA (MINI_LLM_TEST_DEVICE): the tests
+#                  build theirs on the CPU by name, so a library tensor that follows the default device shows up
+#                  (the dry run uses meta); 8 workers; last, since the explicit CUDA coverage is cuda_tests
 # Everything lands in the output folder: summary.md (status and seconds per step), logs/, env.txt,
 # fast_suite.xml, notebooks/, references/, bench/. Budget: 10 minutes on one GPU (the step limits add up to
 # 600 s; the dry run gets 4x as long).
@@ -43,6 +43,8 @@ if [ "$DRY_RUN" = 1 ]; then
   LIMIT_SCALE=4  # a shared 2-core CPU, not a GPU machine
   OUT=${OUT:-runs/gpu-dry-run/$STAMP}
   SUITE=(tests/test_check.py)  # a small slice (7 s here): the code path, not the coverage
+  SUITE_DEVICE=meta             # stands in for CUDA as the default device: a tensor that follows it fails when read
+  SUITE_WORKERS=0
   CUDA_SUITE=(tests/test_static.py)
   NOTEBOOKS=(00)
   RECORD_ONLY=(01)
@@ -54,6 +56,8 @@ else
   LIMIT_SCALE=1
   OUT=${OUT:-runs/gpu/$STAMP}
   SUITE=()
+  SUITE_DEVICE=cuda
+  SUITE_WORKERS=8               # the fast suite takes ~6 min on one process; the GPU machine has 16 cores
   CUDA_SUITE=()
   NOTEBOOKS=()
   RECORD_ONLY=()
@@ -131,7 +135,8 @@ step judge_record 60 judge_record "${RECORD_ONLY[@]}"
 step bench_greedy 40 bench bench "${BENCH_SIZE[@]}"
 step bench_t1 40 bench bench --temperature 1.0 "${BENCH_T1_SIZE[@]}"
 step bench_graphs 40 "$PYTHON" -m tree_spec.graph_bench --device "$DEVICE" --out "$OUT/bench" "${GRAPHS_SIZE[@]}"
-step fast_suite 90 env MINI_LLM_TEST_DEVICE="$DEVICE" "$PYTHON" -m pytest -n 0 -q -p no:cacheprovider -m "not slow" \
+step fast_suite 90 env MINI_LLM_TEST_DEVICE="$SUITE_DEVICE" "$PYTHON" -m pytest -n "$SUITE_WORKERS" -q -p no:cacheprovider \
+  -m "not slow" \
   --junitxml="$OUT/fast_suite.xml" "${SUITE[@]}"
 
 echo >> "$SUMMARY"

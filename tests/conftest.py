@@ -49,7 +49,8 @@ def make_hf_model(cfg_kwargs: dict, seed: int = 0):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(seed)
-    hf = Qwen3ForCausalLM(Qwen3Config(max_position_embeddings=512, rope_theta=10_000.0, **cfg_kwargs)).eval()
+    with torch.device("cpu"):
+        hf = Qwen3ForCausalLM(Qwen3Config(max_position_embeddings=512, rope_theta=10_000.0, **cfg_kwargs)).eval()
     with torch.no_grad():
         for name, p in hf.named_parameters():
             if p.ndim == 2:

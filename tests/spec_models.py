@@ -10,7 +10,8 @@ TINY = dict(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_lay
 def random_model(seed: int = 0, std: float = 0.5, **overrides) -> Transformer:
     """A random Transformer whose matrices have std `std`, so its logits spread over several nats."""
     torch.manual_seed(seed)
-    model = Transformer(Config(**{**TINY, **overrides})).eval()
+    with torch.device("cpu"):
+        model = Transformer(Config(**{**TINY, **overrides})).eval()
     with torch.no_grad():
         for p in model.parameters():
             if p.ndim == 2:
@@ -20,19 +21,20 @@ def random_model(seed: int = 0, std: float = 0.5, **overrides) -> Transformer:
 
 def perturbed_copy(model: Transformer, noise: float = 0.05, seed: int = 1) -> Transformer:
     """A draft: `model` with Gaussian noise on its matrices (acceptance around 0.2-0.6 per token)."""
-    draft = Transformer(model.cfg).eval()
+    with torch.device("cpu"):
+        draft = Transformer(model.cfg).eval()
     draft.load_state_dict(model.state_dict())
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in draft.parameters():
             if p.ndim == 2:
-                p.add_(torch.randn(p.shape, generator=g) * noise)
+                p.add_(torch.randn(p.shape, generator=g, device="cpu") * noise)
     return draft
 
 
 def prompts(vocab_size: int, n: int, length: int = 8, seed: int = 0) -> list[list[int]]:
     g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, vocab_size, (n, length), generator=g).tolist()
+    return torch.randint(0, vocab_size, (n, length), generator=g, device="cpu").tolist()
 
 
 def checkpoint_with_tokenizer(folder, seed: int = 0, **overrides):

@@ -24,8 +24,10 @@ def folders(tmp_path_factory):
     checkpoint_with_tokenizer(root / "draft", seed=0, std=0.5)
     torch.manual_seed(0)
     cfg = random_model(vocab_size=4096).cfg
-    save_head(make_head("eagle", cfg), root / "heads" / "eagle")  # untrained: identity must still hold
-    save_head(make_head("medusa", cfg), root / "heads" / "medusa")
+    with torch.device("cpu"):
+        eagle, medusa = make_head("eagle", cfg), make_head("medusa", cfg)
+    save_head(eagle, root / "heads" / "eagle")  # untrained: identity must still hold
+    save_head(medusa, root / "heads" / "medusa")
     (root / "tuned").mkdir()
     for name, branching in (("eagle", [2, 1]), ("medusa", [1, 1]), ("int4-self", [2, 2, 1, 1])):  # as tree_spec.tune
         (root / "tuned" / f"{name}.json").write_text(json.dumps(

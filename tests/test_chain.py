@@ -22,8 +22,8 @@ def draft(target):
 def test_greedy_chain_decoding_equals_plain_greedy(target, draft, k):
     accepted = 0
     for prompt in prompts(target.cfg.vocab_size, 6):
-        expected = generate(target, torch.tensor([prompt]), 24)[0].tolist()
-        out = speculative_generate(target, draft, torch.tensor([prompt]), 24, k=k)
+        expected = generate(target, torch.tensor([prompt], device="cpu"), 24)[0].tolist()
+        out = speculative_generate(target, draft, torch.tensor([prompt], device="cpu"), 24, k=k)
         assert out.tokens == expected
         assert len(out.tokens) == out.target_calls + sum(out.accepted_per_call)
         accepted += sum(out.accepted_per_call)
@@ -77,10 +77,10 @@ def third_token_law(model, prompt, temperature):
     """Exact distribution [V] of the third new token when sampling from `model` at `temperature`."""
     V = model.cfg.vocab_size
     with torch.inference_mode():
-        p1 = logits_to_probs(model(torch.tensor([prompt]))[0, -1], temperature)
-        seq2 = torch.cat((torch.tensor(prompt).expand(V, -1), torch.arange(V)[:, None]), 1)
+        p1 = logits_to_probs(model(torch.tensor([prompt], device="cpu"))[0, -1], temperature)
+        seq2 = torch.cat((torch.tensor(prompt, device="cpu").expand(V, -1), torch.arange(V, device="cpu")[:, None]), 1)
         p2 = logits_to_probs(model(seq2)[:, -1], temperature)  # [V, V]
-        seq3 = torch.cat((seq2.repeat_interleave(V, 0), torch.arange(V).repeat(V)[:, None]), 1)
+        seq3 = torch.cat((seq2.repeat_interleave(V, 0), torch.arange(V, device="cpu").repeat(V)[:, None]), 1)
         p3 = logits_to_probs(model(seq3)[:, -1], temperature).view(V, V, V)
     return torch.einsum("a,ab,abc->c", p1, p2, p3)
 
@@ -90,7 +90,7 @@ def test_confidence_stopped_chain_equals_plain_greedy_and_stops_early(target, dr
     """A chain that stops where the draft's path probability drops below min_path_prob: same tokens as plain
     greedy; it drafts fewer than k on some passes, never more, and always at least one."""
     for prompt in prompts(target.cfg.vocab_size, 4):
-        expected = generate(target, torch.tensor([prompt]), 24)[0].tolist()
+        expected = generate(target, torch.tensor([prompt], device="cpu"), 24)[0].tolist()
         out = speculative_generate(target, draft, prompt, 24, k=6, min_path_prob=min_path_prob)
         assert out.tokens == expected
         full = speculative_generate(target, draft, prompt, 24, k=6)
@@ -108,7 +108,7 @@ def test_confidence_stop_follows_the_draft_path_probability(target, draft):
     tokens, path = [root], 1.0
     with torch.inference_mode():
         for _ in range(6):
-            probs = draft(torch.tensor([context + tokens]))[0, -1].softmax(-1)
+            probs = draft(torch.tensor([context + tokens], device="cpu"))[0, -1].softmax(-1)
             token = int(probs.argmax())
             tokens.append(token)
             path *= float(probs[token])
@@ -131,7 +131,7 @@ def test_confidence_stop_on_a_sampled_tree_whose_nodes_have_different_numbers_of
             pass
 
         def next_logits(self, context, tokens, parents, frontier):
-            rows = torch.full((len(frontier), 8), float("-inf"))
+            rows = torch.full((len(frontier), 8), float("-inf"), device="cpu")
             for i, node in enumerate(frontier):
                 allowed = [1, 2, 3] if node == 0 else [5] if node % 2 else [5, 6]
                 rows[i, allowed] = 0.0
@@ -156,7 +156,7 @@ def test_sampled_decoding_follows_the_target_distribution(method):
     prompt = [3, 1, 4, 1, 5]
     expected = third_token_law(target, prompt, temperature=1.0)
     generator = torch.Generator().manual_seed(0)
-    counts = torch.zeros(target.cfg.vocab_size)
+    counts = torch.zeros(target.cfg.vocab_size, device="cpu")
     accepted = 0
     for _ in range(800):
         if method == "chain k=3, confidence stop":  # chains of 1 to 3 drafts: depth 2 is still verified often
@@ -178,7 +178,7 @@ def test_edge_cases(target, draft):
     prompt = prompts(target.cfg.vocab_size, 1, seed=2)[0]
     assert speculative_generate(target, draft, prompt, 0).tokens == []
     one = speculative_generate(target, draft, prompt, 1)
-    assert one.tokens == generate(target, torch.tensor([prompt]), 1)[0].tolist() and one.target_calls == 1
+    assert one.tokens == generate(target, torch.tensor([prompt], device="cpu"), 1)[0].tolist() and one.target_calls == 1
     full = speculative_generate(target, target, prompt, 20, k=4)
     j = next(j for j in range(2, 5) if full.tokens[j] not in full.tokens[:j])  # inside step 1's accepted run
     stopped = speculative_generate(target, target, prompt, 20, k=4, eos_token_id=[full.tokens[j], 10_000])
@@ -188,7 +188,7 @@ def test_edge_cases(target, draft):
     with pytest.raises(ValueError, match="k must be"):
         speculative_generate(target, draft, prompt, 5, k=0)
     with pytest.raises(ValueError, match="batch size 1"):
-        speculative_generate(target, draft, torch.zeros(2, 3, dtype=torch.long), 5)
+        speculative_generate(target, draft, torch.zeros(2, 3, dtype=torch.long, device="cpu"), 5)
     with pytest.raises(TypeError, match="Drafter"):
         speculative_generate(target, "draft", prompt, 5)
 
@@ -197,8 +197,8 @@ EOS_FORMS = {
     "int": lambda eos: eos,
     "list": lambda eos: [eos, 10_000],
     "numpy": lambda eos: __import__("numpy").int64(eos),
-    "tensor": lambda eos: torch.tensor(eos),
-    "tensor_list": lambda eos: torch.tensor([eos, 10_000]),
+    "tensor": lambda eos: torch.tensor(eos, device="cpu"),
+    "tensor_list": lambda eos: torch.tensor([eos, 10_000], device="cpu"),
 }
 
 
@@ -207,11 +207,11 @@ def test_eos_token_id_means_the_same_in_generate_and_every_loop(target, draft, f
     from tree_spec import dynamic_tree_speculative_generate, lookahead_generate
 
     prompt = prompts(target.cfg.vocab_size, 1, seed=2)[0]
-    free = generate(target, torch.tensor([prompt]), 20)[0].tolist()
+    free = generate(target, torch.tensor([prompt], device="cpu"), 20)[0].tolist()
     eos = free[7]
     expected = free[: free.index(eos) + 1]
     eos_arg = EOS_FORMS[form](eos)
-    assert generate(target, torch.tensor([prompt]), 20, eos_token_id=eos_arg)[0].tolist() == expected
+    assert generate(target, torch.tensor([prompt], device="cpu"), 20, eos_token_id=eos_arg)[0].tolist() == expected
     loops = {
         "chain": lambda: speculative_generate(target, draft, prompt, 20, k=4, eos_token_id=eos_arg),
         "tree": lambda: tree_speculative_generate(target, draft, prompt, 20, eos_token_id=eos_arg),
@@ -227,11 +227,11 @@ def test_loops_refuse_odd_input(target, draft):
 
     prompt = prompts(target.cfg.vocab_size, 1, seed=2)[0]
     with pytest.raises(ValueError, match="integer tensor"):
-        speculative_generate(target, draft, torch.tensor([prompt]).float() + 0.4, 5)
+        speculative_generate(target, draft, torch.tensor([prompt], device="cpu").float() + 0.4, 5)
     with pytest.raises(ValueError, match="prompt token"):
         speculative_generate(target, draft, [1.7, 2.2], 5)
     with pytest.raises(ValueError, match="empty"):
-        speculative_generate(target, draft, torch.zeros(1, 0, dtype=torch.long), 5)
+        speculative_generate(target, draft, torch.zeros(1, 0, dtype=torch.long, device="cpu"), 5)
     for bad in (2.5, "4", True):
         with pytest.raises(ValueError, match="max_new_tokens"):
             speculative_generate(target, draft, prompt, bad)
@@ -248,5 +248,5 @@ def test_loops_refuse_odd_input(target, draft):
     # integer-like arguments are integers
     import numpy as np
     expected = speculative_generate(target, draft, prompt, 9, k=3).tokens
-    assert speculative_generate(target, draft, torch.tensor(prompt, dtype=torch.int32), np.int64(9), k=np.int32(3)).tokens \
-        == expected
+    int32_prompt = torch.tensor(prompt, dtype=torch.int32, device="cpu")
+    assert speculative_generate(target, draft, int32_prompt, np.int64(9), k=np.int32(3)).tokens == expected

@@ -52,4 +52,4 @@ def test_short_training_run_lowers_loss_and_writes_a_loadable_checkpoint(tmp_pat
                           "--eval-every", "30", "--eval-windows", "16", "--lr", "1e-2", "--warmup", "5", "--resume"])
     assert resumed["eval"][-1]["step"] == 70 and len(resumed["eval"]) == len(log["eval"]) + 1
     with torch.no_grad():
-        assert torch.isfinite(model(torch.tensor([[1, 2, 3]]))).all()
+        assert torch.isfinite(model(torch.tensor([[1, 2, 3]], device="cpu"))).all()

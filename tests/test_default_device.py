@@ -73,7 +73,7 @@ def test_every_drafter_and_loop_names_its_devices(target: Transformer, kind: str
             target, drafter, prompt, NEW, **DYNAMIC, temperature=1.0, generator=seeded(s)).tokens,
     }
     for greedy_prompt in prompts(target.cfg.vocab_size, 2, length=10, seed=7):
-        expected = generate(target, torch.tensor([greedy_prompt]), NEW)[0].tolist()
+        expected = generate(target, torch.tensor([greedy_prompt], device="cpu"), NEW)[0].tolist()
         for form, run in runs.items():
             assert meta_default(lambda: run(greedy_prompt)) == expected, form
     for form, run in sampled.items():
@@ -82,7 +82,7 @@ def test_every_drafter_and_loop_names_its_devices(target: Transformer, kind: str
 
 def test_plain_batched_lookahead_and_fixed_shape_decoding(target: Transformer) -> None:
     rows = prompts(target.cfg.vocab_size, 3, length=6, seed=2)
-    expected = [generate(target, torch.tensor([row]), NEW)[0].tolist() for row in rows]
+    expected = [generate(target, torch.tensor([row], device="cpu"), NEW)[0].tolist() for row in rows]
     ngram = NGramDrafter(target.cfg.vocab_size, device="cpu")
     lookahead = LookaheadDrafter(target.cfg.vocab_size, device="cpu")
     assert meta_default(lambda: [generate(target, row, NEW)[0].tolist() for row in rows]) == expected  # list prompts
@@ -128,7 +128,8 @@ def test_head_training_and_loading(tmp_path_factory: pytest.TempPathFactory) -> 
         log = meta_default(lambda: main(["--kind", kind, "--target", str(target_dir), "--out", str(out), "--steps", "2",
                                          "--windows", "8", "--batch", "8", "--prompt-len", "24", "--gen-len", "24",
                                          "--eval-prompts", "2", "--eval-tokens", "12"]))
-        assert len(log["losses"]) == 2 and all(torch.isfinite(torch.tensor(s["loss"])) for s in log["losses"])
+        assert len(log["losses"]) == 2 and all(torch.isfinite(torch.tensor(s["loss"], device="cpu"))
+                                               for s in log["losses"])
         drafter = meta_default(lambda: load_head(out, load_model(target_dir)))
         assert next(drafter.head.parameters()).device.type == "cpu"
 

@@ -58,14 +58,17 @@ def make_drafter(kind: str, target: Transformer) -> Drafter:
     if kind == "INT4 self":
         return QuantizedSelfDrafter(target)
     if kind == "Medusa":
-        head = make_head("medusa", target.cfg)
+        with torch.device("cpu"):
+            head = make_head("medusa", target.cfg)
         with torch.no_grad():
             for block in head.blocks:
                 block.weight.normal_(0, 0.3)  # untrained Medusa blocks start at zero: make them propose something
         return MedusaDrafter(target, head)
     head_kind = {"EAGLE": "eagle", "EAGLE draft_vocab": "eagle", "EAGLE-3": "eagle3", "MTP": "mtp"}[kind]
-    draft_vocab = torch.arange(0, vocab, 2) if kind == "EAGLE draft_vocab" else None  # every other token id
-    return HeadDrafter(target, make_head(head_kind, target.cfg), draft_vocab)
+    draft_vocab = torch.arange(0, vocab, 2, device="cpu") if kind == "EAGLE draft_vocab" else None  # every other id
+    with torch.device("cpu"):
+        head = make_head(head_kind, target.cfg)
+    return HeadDrafter(target, head, draft_vocab)
 
 
 @contextmanager
@@ -93,7 +96,7 @@ def on(device: str, seen: list[torch.device]) -> bool:
 
 def plain(target: Transformer, prompt: list[int], **kwargs) -> list[int]:
     """`generate`'s new tokens for one prompt, checked to come back on the target's device."""
-    out = generate(target, torch.tensor([prompt]), NEW, **kwargs)
+    out = generate(target, torch.tensor([prompt], device="cpu"), NEW, **kwargs)
     assert out.device == target.device and out.shape == (1, NEW)
     return out[0].tolist()
 
@@ -155,7 +158,7 @@ def test_batched_rows_equal_generate(device: str, target: Transformer) -> None:
     """Prompts of lengths 3, 7, 11: `generate_batch` and batched chain speculation (small model, INT4 self,
     n-gram) give each row `generate`'s tokens."""
     g = torch.Generator().manual_seed(0)
-    rows = [torch.randint(0, target.cfg.vocab_size, (3 + 4 * i,), generator=g).tolist() for i in range(3)]
+    rows = [torch.randint(0, target.cfg.vocab_size, (3 + 4 * i,), generator=g, device="cpu").tolist() for i in range(3)]
     expected = [plain(target, row) for row in rows]
     assert generate_batch(target, rows, NEW) == expected
     for kind in ("small model", "INT4 self", "n-gram"):
@@ -174,7 +177,8 @@ def test_head_trains_on_the_device(device: str, tmp_path_factory: pytest.TempPat
         log = main(["--kind", kind, "--target", str(target_dir), "--out", str(out), "--steps", "4",
                     "--windows", "8", "--batch", "8", "--prompt-len", "24", "--gen-len", "24", "--eval-prompts", "2",
                     "--eval-tokens", "12", "--device", device])
-        assert len(log["losses"]) == 4 and all(torch.isfinite(torch.tensor(s["loss"])) for s in log["losses"])
+        assert len(log["losses"]) == 4 and all(torch.isfinite(torch.tensor(s["loss"], device="cpu"))
+                                               for s in log["losses"])
         drafter = load_head(out, load_model(target_dir, device=device))
         assert next(drafter.head.parameters()).device.type == device
 

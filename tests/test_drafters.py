@@ -27,7 +27,8 @@ def make_drafter(kind, target, seed=0):
         return NGramDrafter(target.cfg.vocab_size)
     if kind == "small":
         return ModelDrafter(perturbed_copy(target))
-    head = make_head(kind, target.cfg)
+    with torch.device("cpu"):
+        head = make_head(kind, target.cfg)
     if kind == "medusa":
         with torch.no_grad():
             for block in head.blocks:
@@ -40,7 +41,7 @@ def make_drafter(kind, target, seed=0):
 def test_greedy_identity_chain_tree_and_dynamic_tree(target, kind):
     drafter = make_drafter(kind, target)
     for prompt in prompts(target.cfg.vocab_size, 3, length=10, seed=7):
-        expected = generate(target, torch.tensor([prompt]), 20)[0].tolist()
+        expected = generate(target, torch.tensor([prompt], device="cpu"), 20)[0].tolist()
         assert speculative_generate(target, drafter, prompt, 20, k=3).tokens == expected
         assert tree_speculative_generate(target, drafter, prompt, 20, branching=[2, 2, 1]).tokens == expected
         dynamic = dynamic_tree_speculative_generate(target, drafter, prompt, 20, depth=3, top_k=3, total_tokens=8)
@@ -80,7 +81,7 @@ def test_the_loop_hands_feature_drafters_one_row_per_context_token(target):
             return super().next_logits(context, tokens, parents, frontier)
 
     prompt = prompts(target.cfg.vocab_size, 1, seed=4)[0]
-    expected = generate(target, torch.tensor([prompt]), 16)[0].tolist()
+    expected = generate(target, torch.tensor([prompt], device="cpu"), 16)[0].tolist()
     assert speculative_generate(target, Recorder(target.cfg.vocab_size), prompt, 16, k=3).tokens == expected
     assert tree_speculative_generate(target, Recorder(target.cfg.vocab_size), prompt, 16, [2, 1]).tokens == expected
 
@@ -95,7 +96,7 @@ def test_head_drafter_logits_equal_a_cache_free_reference(target, kind, max_len)
     head = drafter.head
     full = prompts(target.cfg.vocab_size, 1, length=12, seed=8)[0]
     with torch.inference_mode():
-        _, hidden, layers = target(torch.tensor([full]), return_hidden=True, hidden_layers=[0, 1])
+        _, hidden, layers = target(torch.tensor([full], device="cpu"), return_hidden=True, hidden_layers=[0, 1])
     feats = TargetFeatures(hidden[0], tuple(layers[0][0] if i == 0 else layers[1][0] for i in head.feature_layers))
     drafter.reset(max_len)
     drafter.observe(feats.rows(range(9)))
@@ -124,8 +125,9 @@ def reference_logits(target, head, feats, context, path):
         for d in range(len(path)):
             n = len(context) + d  # pairs at positions 1..n
             x = torch.stack(inputs)[None]
-            out = head(x, target.embed_tokens(torch.tensor([seq[1:n + 1]])), torch.arange(1, n + 1), None,
-                       torch.ones(n, n, dtype=torch.bool).tril())
+            out = head(x, target.embed_tokens(torch.tensor([seq[1:n + 1]], device="cpu")),
+                       torch.arange(1, n + 1, device="cpu"), None,
+                       torch.ones(n, n, dtype=torch.bool, device="cpu").tril())
             inputs.append(out[0, -1])
         return target.logits_from_hidden(out[0, -1])
 
@@ -139,7 +141,7 @@ class FixedDrafter(Drafter):
         pass
 
     def next_logits(self, context, tokens, parents, frontier):
-        probs = torch.tensor([0.5, 0.3, 0.2] + [1e-9] * 5)
+        probs = torch.tensor([0.5, 0.3, 0.2] + [1e-9] * 5, device="cpu")
         return probs.log().expand(len(frontier), -1)
 
 
@@ -164,7 +166,7 @@ def test_dynamic_tree_has_exactly_total_tokens_nodes_and_is_valid(target):
         validate_parents(sampled.parents)
         assert len(sampled.tokens) == total + 1
         internal = sorted(set(sampled.parents) - {-1})
-        assert torch.allclose(sampled.draft_probs[internal].sum(-1), torch.ones(len(internal)))
+        assert torch.allclose(sampled.draft_probs[internal].sum(-1), torch.ones(len(internal), device="cpu"))
 
 
 def test_ngram_proposes_the_continuation_of_the_longest_matching_suffix():
@@ -197,7 +199,7 @@ def path_logits(tokens, parents, node, salt):
     while node >= 0:
         key = key * 31 + int(tokens[node]) + 1
         node = parents[node]
-    return 2.0 * torch.randn(5, generator=torch.Generator().manual_seed(key))
+    return 2.0 * torch.randn(5, generator=torch.Generator().manual_seed(key), device="cpu")
 
 
 def test_sampled_dynamic_tree_verification_is_lossless():
@@ -207,7 +209,7 @@ def test_sampled_dynamic_tree_verification_is_lossless():
     from tree_spec import verify_tree
     from tree_spec.speedup import chi_square
 
-    gen, counts = torch.Generator().manual_seed(0), torch.zeros(5)
+    gen, counts = torch.Generator().manual_seed(0), torch.zeros(5, device="cpu")
     for _ in range(3000):
         tree = build_dynamic_tree(PathDrafter(), [0], 1, depth=2, top_k=3, total_tokens=3, temperature=1.0,
                                   generator=gen)

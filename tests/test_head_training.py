@@ -25,15 +25,16 @@ def test_ttt_mask_matches_inference_visibility():
     m2, m3 = ttt_mask(5, 2), ttt_mask(5, 3)
     assert m2[3].nonzero().flatten().tolist() == [0, 1, 2, 5 + 3]
     assert m3[3].nonzero().flatten().tolist() == [0, 1, 5 + 2, 10 + 3]
-    assert ttt_mask(4, 1).equal(torch.ones(4, 4, dtype=torch.bool).tril())
+    assert ttt_mask(4, 1).equal(torch.ones(4, 4, dtype=torch.bool, device="cpu").tril())
 
 
 def test_cls_weight_scales_only_the_eagle_token_loss():
     # EAGLE-1's loss = feature loss + cls_weight * CE: two weights give two losses whose difference is Δw * CE;
     # EAGLE-3 has no feature loss and ignores cls_weight
     target = random_model(seed=3)
-    tokens = torch.tensor(random_prompts(target.cfg.vocab_size, 2, length=10))
-    eagle, eagle3 = make_head("eagle", target.cfg), make_head("eagle3", target.cfg)
+    tokens = torch.tensor(random_prompts(target.cfg.vocab_size, 2, length=10), device="cpu")
+    with torch.device("cpu"):
+        eagle, eagle3 = make_head("eagle", target.cfg), make_head("eagle3", target.cfg)
     data = self_distill(target, tokens, 6, eagle3.feature_layers)
     loss = {w: float(recurrent_loss(eagle, target, data.tokens, data.hidden, (), 1, torch.Generator().manual_seed(0),
                                     cls_weight=w)[0]) for w in (0.1, 1.1)}
@@ -50,9 +51,10 @@ def test_evaluate_reports_both_rates_consistently():
     # chains of k drafts: alpha = accepted / reached, acceptance_ratio = accepted / proposed <= alpha, and
     # tau = 1 + (accepted per call), which ties tau to the ratio through the proposed count
     target = random_model(seed=1)
-    head = make_head("eagle", target.cfg)
+    with torch.device("cpu"):
+        head = make_head("eagle", target.cfg)
     ps = random_prompts(target.cfg.vocab_size, 3, length=8)
-    expected = [generate(target, torch.tensor([p]), 20)[0].tolist() for p in ps]
+    expected = [generate(target, torch.tensor([p], device="cpu"), 20)[0].tolist() for p in ps]
     got = evaluate(target, head, ps, expected, k=3)
     assert set(got) >= {"alpha", "alpha_at_depth", "acceptance_ratio", "acceptance_per_position", "tau"}
     assert 0 <= got["acceptance_ratio"] <= got["alpha"] <= 1
@@ -99,7 +101,7 @@ def test_few_steps_lower_the_loss_and_the_head_reloads(target_dir, tmp_path, kin
     target = load_model(target_dir)
     recorded = json.loads((out / "config.json").read_text())["held_out"]
     prompts = held_out_prompts(load_tokenizer(target_dir), 2, chars=400)
-    expected = [generate(target, torch.tensor([p]), 12)[0].tolist() for p in prompts]
+    expected = [generate(target, torch.tensor([p], device="cpu"), 12)[0].tolist() for p in prompts]
     again = evaluate(target, load_head_module(out, target), prompts, expected, log["eval"]["k"])
     assert again["acceptance_per_position"] == pytest.approx(recorded["acceptance_per_position"])
     assert again["tau"] == pytest.approx(recorded["tau"])

@@ -31,7 +31,7 @@ MODEL_SIGMA, ULP_SIGMA = 1e-5, 2 * 2.0 ** -23
 def perturbed(value, sigma_of, generator):
     """value with N(0, sigma_of(t)^2) noise added to every non-integer float tensor inside it -> (value, n tensors)."""
     if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool((value == value.round()).all()):
-        noise = torch.randn(value.shape, generator=generator, dtype=torch.float64) * sigma_of(value)
+        noise = torch.randn(value.shape, generator=generator, dtype=torch.float64, device="cpu") * sigma_of(value)
         return (value.double() + noise).to(value.dtype), 1
     if isinstance(value, (list, tuple)):
         parts = [perturbed(v, sigma_of, generator) for v in value]

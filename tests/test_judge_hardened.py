@@ -217,12 +217,13 @@ def test_outputs_travel_without_pickle():
 
     from practice.judgekit.wire import Opaque, decode, encode
 
-    value = ([1, 2.5, None, "x"], (torch.arange(3), {"a": torch.ones(2, dtype=torch.bool)}), object())
+    value = ([1, 2.5, None, "x"], (torch.arange(3, device="cpu"), {"a": torch.ones(2, dtype=torch.bool, device="cpu")}),
+             object())
     tensors: dict = {}
     tree = encode(value, tensors)
     json.dumps(tree)  # plain JSON
     back = decode(tree, tensors)
-    assert back[0] == [1, 2.5, None, "x"] and torch.equal(back[1][0], torch.arange(3))
+    assert back[0] == [1, 2.5, None, "x"] and torch.equal(back[1][0], torch.arange(3, device="cpu"))
     assert back[1][1]["a"].dtype == torch.bool and isinstance(back[2], Opaque) and back[2].type_name == "object"
 
 

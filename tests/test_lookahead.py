@@ -15,7 +15,7 @@ def target():
 @pytest.mark.parametrize("window, ngram, candidates", [(1, 2, 0), (4, 4, 2), (6, 3, 4)])
 def test_greedy_identity_and_counters(target, window, ngram, candidates):
     for prompt in prompts(target.cfg.vocab_size, 4, length=6):
-        expected = generate(target, torch.tensor([prompt]), 40)[0].tolist()
+        expected = generate(target, torch.tensor([prompt], device="cpu"), 40)[0].tolist()
         out = lookahead_generate(target, prompt, 40, window=window, ngram=ngram, candidates=candidates)
         assert out.tokens == expected
         assert out.target_calls == 1 + len(out.accepted_per_call)
@@ -24,7 +24,7 @@ def test_greedy_identity_and_counters(target, window, ngram, candidates):
 
 def test_eos_stops_like_generate(target):
     prompt = prompts(target.cfg.vocab_size, 1)[0]
-    full = generate(target, torch.tensor([prompt]), 30)[0].tolist()
+    full = generate(target, torch.tensor([prompt], device="cpu"), 30)[0].tolist()
     eos = full[12]
     out = lookahead_generate(target, prompt, 30, eos_token_id=eos)
     assert out.tokens == full[: full.index(eos) + 1]
@@ -40,7 +40,7 @@ def test_jacobi_converges_and_the_pool_pays(target):
             layer.self_attn.o_proj.weight.zero_()
     prompt = prompts(bigram.cfg.vocab_size, 1, seed=3)[0]
     out = lookahead_generate(bigram, prompt, 120, window=5, ngram=4, candidates=2)
-    assert out.tokens == generate(bigram, torch.tensor([prompt]), 120)[0].tolist()
+    assert out.tokens == generate(bigram, torch.tensor([prompt], device="cpu"), 120)[0].tolist()
     assert out.tau > 3.0, f"tau {out.tau:.2f}: Jacobi guesses never converged"
 
 
@@ -62,7 +62,7 @@ def test_verify_pass_updates_guesses_and_pool():
     tokens, parents = drafter.propose([1, 2], root=9, max_depth=3)
     # the target predicts 5 after the root (guess 5 accepted), then 11, 12, 13
     predicted = [5, 11, 12, 13]
-    logits = torch.nn.functional.one_hot(torch.tensor(predicted), 20).float()
+    logits = torch.nn.functional.one_hot(torch.tensor(predicted, device="cpu"), 20).float()
     drafter.observe_verify(tokens, parents, logits)
     assert drafter.guesses == [12, 13]  # window [5, 11, 12, 13] shifted past the accepted 5 and the bonus 11
     assert drafter.pool[5] == [(11, 12)] and drafter.pool[6] == [(12, 13)]

@@ -13,7 +13,7 @@ DEPTHS = [0, 1, 1, 2, 2, 2]
 
 def ancestors_mask(parents):
     n = len(parents)
-    mask = torch.zeros(n, n, dtype=torch.bool)
+    mask = torch.zeros(n, n, dtype=torch.bool, device="cpu")
     for i in range(n):
         j = i
         while j != -1:
@@ -38,11 +38,11 @@ def model(tiny_checkpoint):
 @torch.no_grad()
 def test_tree_forward_equals_each_path_as_a_sequence(model):
     gen = torch.Generator().manual_seed(0)
-    prefix = torch.randint(0, model.cfg.vocab_size, (1, 9), generator=gen)
-    tree = torch.randint(0, model.cfg.vocab_size, (1, len(PARENTS)), generator=gen)
+    prefix = torch.randint(0, model.cfg.vocab_size, (1, 9), generator=gen, device="cpu")
+    tree = torch.randint(0, model.cfg.vocab_size, (1, len(PARENTS)), generator=gen, device="cpu")
     cache = model.new_cache(max_len=32)
     model(prefix, cache=cache)
-    positions = prefix.shape[1] + torch.tensor(DEPTHS)
+    positions = prefix.shape[1] + torch.tensor(DEPTHS, device="cpu")
     tree_logits = model(tree, cache=cache, positions=positions, mask=ancestors_mask(PARENTS))
     assert cache.length == prefix.shape[1] + len(PARENTS)
     for node in range(len(PARENTS)):
@@ -54,15 +54,15 @@ def test_tree_forward_equals_each_path_as_a_sequence(model):
 @torch.no_grad()
 def test_compact_keeps_accepted_path_like_a_fresh_prefill(model):
     gen = torch.Generator().manual_seed(1)
-    prefix = torch.randint(0, model.cfg.vocab_size, (1, 7), generator=gen)
-    tree = torch.randint(0, model.cfg.vocab_size, (1, len(PARENTS)), generator=gen)
+    prefix = torch.randint(0, model.cfg.vocab_size, (1, 7), generator=gen, device="cpu")
+    tree = torch.randint(0, model.cfg.vocab_size, (1, len(PARENTS)), generator=gen, device="cpu")
     cache = model.new_cache(max_len=32)
     model(prefix, cache=cache)
-    model(tree, cache=cache, positions=7 + torch.tensor(DEPTHS), mask=ancestors_mask(PARENTS))
+    model(tree, cache=cache, positions=7 + torch.tensor(DEPTHS, device="cpu"), mask=ancestors_mask(PARENTS))
     accepted = [0, 2, 5]
     cache.compact(7, accepted)
     assert cache.length == 10
-    nxt = torch.tensor([[3]])
+    nxt = torch.tensor([[3]], device="cpu")
     got = model(nxt, cache=cache)[:, -1]
     fresh = model(torch.cat([prefix, tree[:, accepted], nxt], dim=1))[:, -1]
     assert (got - fresh).abs().max() < TOL
@@ -70,11 +70,11 @@ def test_compact_keeps_accepted_path_like_a_fresh_prefill(model):
 
 @torch.no_grad()
 def test_truncate_rolls_back_like_a_fresh_prefill(model):
-    ids = torch.randint(0, model.cfg.vocab_size, (2, 15), generator=torch.Generator().manual_seed(2))
+    ids = torch.randint(0, model.cfg.vocab_size, (2, 15), generator=torch.Generator().manual_seed(2), device="cpu")
     cache = model.new_cache(batch_size=2, max_len=20)
     model(ids, cache=cache)
     cache.truncate(9)
-    nxt = torch.tensor([[5], [6]])
+    nxt = torch.tensor([[5], [6]], device="cpu")
     got = model(nxt, cache=cache)[:, -1]
     fresh = model(torch.cat([ids[:, :9], nxt], dim=1))[:, -1]
     assert cache.length == 10
@@ -83,7 +83,7 @@ def test_truncate_rolls_back_like_a_fresh_prefill(model):
 
 @torch.no_grad()
 def test_hidden_states_and_chosen_layers(model):
-    ids = torch.randint(0, model.cfg.vocab_size, (1, 6), generator=torch.Generator().manual_seed(3))
+    ids = torch.randint(0, model.cfg.vocab_size, (1, 6), generator=torch.Generator().manual_seed(3), device="cpu")
     logits, hidden = model(ids, return_hidden=True)
     assert hidden.shape == (1, 6, model.cfg.hidden_size)
     assert torch.equal(model.logits_from_hidden(hidden), logits)
@@ -95,9 +95,9 @@ def test_hidden_states_and_chosen_layers(model):
 def test_cache_rejects_bad_operations(model):
     cache = model.new_cache(max_len=8)
     with torch.no_grad():
-        model(torch.zeros(1, 5, dtype=torch.long), cache=cache)
+        model(torch.zeros(1, 5, dtype=torch.long, device="cpu"), cache=cache)
         with pytest.raises(ValueError, match="overflow"):
-            model(torch.zeros(1, 4, dtype=torch.long), cache=cache)
+            model(torch.zeros(1, 4, dtype=torch.long, device="cpu"), cache=cache)
     assert cache.length == 5, "a rejected forward must not move the cache"
     with pytest.raises(ValueError, match="truncate"):
         cache.truncate(6)
@@ -108,17 +108,17 @@ def test_cache_rejects_bad_operations(model):
 
 
 def test_mask_of_wrong_shape_or_dtype_is_rejected(model):
-    ids = torch.zeros(1, 4, dtype=torch.long)
+    ids = torch.zeros(1, 4, dtype=torch.long, device="cpu")
     with pytest.raises(ValueError, match=r"mask must be a \[4, 4\] or \[1, 4, 4\] bool"):
-        model(ids, mask=torch.ones(3, 3, dtype=torch.bool))
+        model(ids, mask=torch.ones(3, 3, dtype=torch.bool, device="cpu"))
     with pytest.raises(ValueError, match="bool"):
-        model(ids, mask=torch.ones(4, 4))
+        model(ids, mask=torch.ones(4, 4, device="cpu"))
     with pytest.raises(ValueError, match="positions"):
-        model(ids, positions=torch.arange(5))
+        model(ids, positions=torch.arange(5, device="cpu"))
 
 
 def test_cache_made_in_inference_mode_stays_usable_outside_it(model):
-    ids = torch.randint(0, model.cfg.vocab_size, (1, 6))
+    ids = torch.randint(0, model.cfg.vocab_size, (1, 6), device="cpu")
     with torch.inference_mode():
         cache = model.new_cache(max_len=16)
         model(ids[:, :4], cache=cache)
@@ -133,26 +133,26 @@ def prefill_rows(model, rows, max_len):
     """A batch cache holding `rows` (token lists of different lengths): one padded forward, then each
     row truncated to its own length. Returns (cache, logits after each row's last token [B, V])."""
     width = max(map(len, rows))
-    ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
+    ids = torch.tensor([r + [0] * (width - len(r)) for r in rows], device="cpu")
     cache = model.new_cache(batch_size=len(rows), max_len=max_len)
     logits = model(ids, cache=cache)
     cache.truncate([len(r) for r in rows])
-    return cache, logits[torch.arange(len(rows)), torch.tensor([len(r) - 1 for r in rows])]
+    return cache, logits[torch.arange(len(rows), device="cpu"), torch.tensor([len(r) - 1 for r in rows], device="cpu")]
 
 
 @torch.no_grad()
 def test_rows_of_different_lengths_match_each_row_alone(model):
     gen = torch.Generator().manual_seed(4)
-    rows = [torch.randint(0, model.cfg.vocab_size, (n,), generator=gen).tolist() for n in (3, 9, 6)]
+    rows = [torch.randint(0, model.cfg.vocab_size, (n,), generator=gen, device="cpu").tolist() for n in (3, 9, 6)]
     cache, last = prefill_rows(model, rows, max_len=24)
     assert cache.lengths == [3, 9, 6] and not cache.uniform
     with pytest.raises(ValueError, match="different lengths"):
         cache.length
-    new = torch.randint(0, model.cfg.vocab_size, (3, 4), generator=gen)
+    new = torch.randint(0, model.cfg.vocab_size, (3, 4), generator=gen, device="cpu")
     got = model(new, cache=cache)  # default positions and causal mask, per row
     assert cache.lengths == [7, 13, 10]
     for b, row in enumerate(rows):
-        alone = model(torch.tensor([row + new[b].tolist()]))[0]
+        alone = model(torch.tensor([row + new[b].tolist()], device="cpu"))[0]
         assert (last[b] - alone[len(row) - 1]).abs().max() < TOL, f"prefill row {b}"
         assert (got[b] - alone[len(row):]).abs().max() < TOL, f"new tokens of row {b}"
 
@@ -160,19 +160,20 @@ def test_rows_of_different_lengths_match_each_row_alone(model):
 @torch.no_grad()
 def test_rows_roll_back_and_compact_independently(model):
     gen = torch.Generator().manual_seed(5)
-    rows = [torch.randint(0, model.cfg.vocab_size, (n,), generator=gen).tolist() for n in (5, 8)]
+    rows = [torch.randint(0, model.cfg.vocab_size, (n,), generator=gen, device="cpu").tolist() for n in (5, 8)]
     cache, _ = prefill_rows(model, rows, max_len=32)
-    tree = torch.randint(0, model.cfg.vocab_size, (2, len(PARENTS)), generator=gen)
-    pos = torch.tensor([[5], [8]]) + torch.tensor(DEPTHS)  # [B, n]: each row's own prefix length + depth
+    tree = torch.randint(0, model.cfg.vocab_size, (2, len(PARENTS)), generator=gen, device="cpu")
+    # [B, n]: each row's own prefix length + depth
+    pos = torch.tensor([[5], [8]], device="cpu") + torch.tensor(DEPTHS, device="cpu")
     model(tree, cache=cache, positions=pos, mask=ancestors_mask(PARENTS).expand(2, -1, -1))
     cache.compact(5, [0, 2, 5], row=0)   # row 0 keeps the path 0 -> 2 -> 5; row 1 is untouched
     cache.truncate([8, 8 + 2])           # row 1 keeps root + node 1 (the path 0 -> 1); row 0 stays
     assert cache.lengths == [8, 10]
-    nxt = torch.tensor([[3], [4]])
+    nxt = torch.tensor([[3], [4]], device="cpu")
     got = model(nxt, cache=cache)[:, -1]
     kept = (rows[0] + tree[0, [0, 2, 5]].tolist(), rows[1] + tree[1, [0, 1]].tolist())
     for b, seq in enumerate(kept):
-        fresh = model(torch.tensor([seq + nxt[b].tolist()]))[0, -1]
+        fresh = model(torch.tensor([seq + nxt[b].tolist()], device="cpu"))[0, -1]
         assert (got[b] - fresh).abs().max() < TOL, f"row {b}"
 
 
@@ -182,9 +183,9 @@ def test_select_rows_keeps_the_chosen_rows(model):
     cache, _ = prefill_rows(model, rows, max_len=16)
     cache.select_rows([2, 0])
     assert cache.batch_size == 2 and cache.lengths == [2, 3]
-    got = model(torch.tensor([[11], [12]]), cache=cache)[:, -1]
+    got = model(torch.tensor([[11], [12]], device="cpu"), cache=cache)[:, -1]
     for b, seq in enumerate(([9, 10, 11], [1, 2, 3, 12])):
-        assert (got[b] - model(torch.tensor([seq]))[0, -1]).abs().max() < TOL
+        assert (got[b] - model(torch.tensor([seq], device="cpu"))[0, -1]).abs().max() < TOL
     with pytest.raises(ValueError, match="select_rows"):
         cache.select_rows([2])
     with pytest.raises(ValueError, match="truncate"):

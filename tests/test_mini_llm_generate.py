@@ -11,7 +11,7 @@ def model(tiny_checkpoint):
 
 
 def prompt(model, n=6, seed=0):
-    return torch.randint(0, model.cfg.vocab_size, (1, n), generator=torch.Generator().manual_seed(seed))
+    return torch.randint(0, model.cfg.vocab_size, (1, n), generator=torch.Generator().manual_seed(seed), device="cpu")
 
 
 def test_seeded_sampling_is_reproducible(model):
@@ -23,7 +23,7 @@ def test_seeded_sampling_is_reproducible(model):
 
 
 def test_top_k_and_top_p_support_sets():
-    logits = torch.randn(4, 50, generator=torch.Generator().manual_seed(0)) * 3
+    logits = torch.randn(4, 50, generator=torch.Generator().manual_seed(0), device="cpu") * 3
     probs_k = logits_to_probs(logits, temperature=1.0, top_k=5)
     assert ((probs_k > 0).sum(-1) == 5).all()
     assert torch.equal(probs_k > 0, logits >= logits.topk(5).values[:, -1:])
@@ -36,7 +36,7 @@ def test_top_k_and_top_p_support_sets():
         n_needed = int((sorted_full.cumsum(0) < 0.6).sum()) + 1
         assert int(kept.sum()) == n_needed
         assert full[row][kept].min() >= full[row][~kept].max()
-    assert torch.allclose(probs_p.sum(-1), torch.ones(4))
+    assert torch.allclose(probs_p.sum(-1), torch.ones(4, device="cpu"))
 
 
 def test_sampled_tokens_stay_inside_top_k(model):
@@ -85,9 +85,9 @@ def test_eos_pads_finished_rows_in_a_batch(model):
 def test_zero_new_tokens_and_bad_arguments(model):
     assert generate(model, prompt(model), 0).shape == (1, 0)
     with pytest.raises(ValueError, match="top_k"):
-        logits_to_probs(torch.zeros(1, 5), 1.0, top_k=0)
+        logits_to_probs(torch.zeros(1, 5, device="cpu"), 1.0, top_k=0)
     with pytest.raises(ValueError, match="top_p"):
-        logits_to_probs(torch.zeros(1, 5), 1.0, top_p=1.5)
+        logits_to_probs(torch.zeros(1, 5, device="cpu"), 1.0, top_p=1.5)
 
 
 @pytest.mark.parametrize("form", ["int", "list", "numpy", "tensor", "tensor_list"])
@@ -97,8 +97,9 @@ def test_eos_token_id_means_the_same_in_every_form(model, form):
     ids = prompt(model, seed=5)
     free = generate(model, ids, 20)[0].tolist()
     eos = free[6]
-    as_form = {"int": eos, "list": [eos, model.cfg.vocab_size + 5], "numpy": np.int64(eos), "tensor": torch.tensor(eos),
-               "tensor_list": torch.tensor([eos, model.cfg.vocab_size + 5])}[form]
+    as_form = {"int": eos, "list": [eos, model.cfg.vocab_size + 5], "numpy": np.int64(eos),
+               "tensor": torch.tensor(eos, device="cpu"),
+               "tensor_list": torch.tensor([eos, model.cfg.vocab_size + 5], device="cpu")}[form]
     assert generate(model, ids, 20, eos_token_id=as_form)[0].tolist() == free[: free.index(eos) + 1]
 
 
@@ -108,7 +109,7 @@ def test_generate_refuses_odd_input_with_the_loops_errors(model):
     with pytest.raises(ValueError, match="integer tensor"):
         generate(model, ids.float() + 0.4, 5)  # would silently become other tokens if truncated
     with pytest.raises(ValueError, match="empty"):
-        generate(model, torch.zeros(1, 0, dtype=torch.long), 5)
+        generate(model, torch.zeros(1, 0, dtype=torch.long, device="cpu"), 5)
     with pytest.raises(ValueError, match="max_position_embeddings"):
         generate(model, ids, limit - ids.shape[1] + 1)
     for bad in (2.5, 3.0, "3", True, None):
@@ -119,7 +120,7 @@ def test_generate_refuses_odd_input_with_the_loops_errors(model):
     with pytest.raises(ValueError, match="eos_token_id"):
         generate(model, ids, 3, eos_token_id=1.5)
     with pytest.raises(ValueError, match="eos_token_id"):
-        generate(model, ids, 3, eos_token_id=torch.tensor([1.0]))
+        generate(model, ids, 3, eos_token_id=torch.tensor([1.0], device="cpu"))
 
 
 def test_generate_accepts_integer_like_arguments(model):
@@ -128,6 +129,6 @@ def test_generate_accepts_integer_like_arguments(model):
     ids = prompt(model)
     expected = generate(model, ids, 5)
     assert torch.equal(generate(model, ids, np.int64(5)), expected)
-    assert torch.equal(generate(model, ids, torch.tensor(5)), expected)
+    assert torch.equal(generate(model, ids, torch.tensor(5, device="cpu")), expected)
     assert torch.equal(generate(model, ids[0].tolist(), 5), expected)  # a list is one prompt
     assert torch.equal(generate(model, ids.int(), 5), expected)  # int32 ids are fine

@@ -44,8 +44,8 @@ def test_wrong_model_type(tmp_path, tiny_checkpoint):
 def test_missing_unexpected_and_misshaped_tensors_are_named(tmp_path, tiny_checkpoint):
     def edit(t):
         del t["model.layers.1.mlp.up_proj.weight"]
-        t["model.layers.0.extra.weight"] = torch.zeros(2)
-        t["model.layers.0.self_attn.k_norm.weight"] = torch.ones(7)
+        t["model.layers.0.extra.weight"] = torch.zeros(2, device="cpu")
+        t["model.layers.0.self_attn.k_norm.weight"] = torch.ones(7, device="cpu")
 
     path = copy_checkpoint(tiny_checkpoint, tmp_path / "m", edit_tensors=edit)
     with pytest.raises(ValueError) as err:
@@ -77,7 +77,7 @@ def test_bf16_runs_and_stays_close_to_fp32(tiny_checkpoint):
     fp32 = Transformer.from_pretrained(tiny_checkpoint)
     bf16 = Transformer.from_pretrained(tiny_checkpoint, dtype=torch.bfloat16)
     assert bf16.dtype == torch.bfloat16
-    ids = torch.randint(0, fp32.cfg.vocab_size, (1, 16), generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(0, fp32.cfg.vocab_size, (1, 16), generator=torch.Generator().manual_seed(0), device="cpu")
     with torch.no_grad():
         a, b = fp32(ids), bf16(ids).float()
     # bf16 keeps 8 mantissa bits (relative error ~4e-3 per op); after a few layers logits of scale ~10
@@ -103,14 +103,14 @@ def test_no_hidden_cpu_tensors_on_the_meta_device(tiny_checkpoint):
 def test_cuda_matches_cpu(tiny_checkpoint):
     cpu = Transformer.from_pretrained(tiny_checkpoint)
     gpu = Transformer.from_pretrained(tiny_checkpoint, device="cuda")
-    ids = torch.randint(0, cpu.cfg.vocab_size, (1, 12), generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(0, cpu.cfg.vocab_size, (1, 12), generator=torch.Generator().manual_seed(0), device="cpu")
     with torch.no_grad():
         assert (gpu(ids.cuda()).cpu() - cpu(ids)).abs().max() < 1e-3  # TF32/kernels differ from CPU
     assert generate(gpu, ids.cuda(), 10).device.type == "cuda"
 
 
 def test_fake_quant_int_error_and_levels():
-    w = torch.randn(8, 256, generator=torch.Generator().manual_seed(0))
+    w = torch.randn(8, 256, generator=torch.Generator().manual_seed(0), device="cpu")
     for bits in (2, 4, 8):
         q = fake_quant_int(w, bits, "group", 128)
         groups, qgroups = w.reshape(-1, 128), q.reshape(-1, 128)
@@ -119,7 +119,7 @@ def test_fake_quant_int_error_and_levels():
         assert all(len(torch.unique(g)) <= 2 ** bits for g in qgroups)
     assert (fake_quant_int(w, 8) - w).abs().max() < (fake_quant_int(w, 4) - w).abs().max()
     with pytest.raises(ValueError, match="divisible"):
-        fake_quant_int(torch.randn(4, 100), 4, "group", 128)
+        fake_quant_int(torch.randn(4, 100, device="cpu"), 4, "group", 128)
 
 
 def test_quantized_copy_keeps_embeddings_and_norms(tiny_checkpoint):

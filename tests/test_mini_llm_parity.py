@@ -11,7 +11,7 @@ TOL = 1e-4
 def test_full_forward_matches_transformers(hf_checkpoint):
     name, hf, path = hf_checkpoint
     model = Transformer.from_pretrained(path)
-    ids = torch.randint(0, model.cfg.vocab_size, (2, 24), generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(0, model.cfg.vocab_size, (2, 24), generator=torch.Generator().manual_seed(0), device="cpu")
     with torch.no_grad():
         expected = hf(ids).logits
         got = model(ids)
@@ -22,7 +22,7 @@ def test_full_forward_matches_transformers(hf_checkpoint):
 def test_cached_decoding_matches_full_forward(hf_checkpoint):
     name, hf, path = hf_checkpoint
     model = Transformer.from_pretrained(path)
-    ids = torch.randint(0, model.cfg.vocab_size, (2, 20), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(0, model.cfg.vocab_size, (2, 20), generator=torch.Generator().manual_seed(1), device="cpu")
     with torch.no_grad():
         expected = hf(ids).logits
         token_by_token = model.new_cache(batch_size=2, max_len=32)
@@ -38,7 +38,7 @@ def test_cached_decoding_matches_full_forward(hf_checkpoint):
 def test_greedy_generate_matches_transformers(hf_checkpoint):
     name, hf, path = hf_checkpoint
     model = Transformer.from_pretrained(path)
-    ids = torch.randint(0, model.cfg.vocab_size, (1, 10), generator=torch.Generator().manual_seed(2))
+    ids = torch.randint(0, model.cfg.vocab_size, (1, 10), generator=torch.Generator().manual_seed(2), device="cpu")
     expected = hf.generate(ids, max_new_tokens=40, do_sample=False, pad_token_id=0)[:, 10:]
     got = generate(model, ids, 40)
     assert got.tolist() == expected.tolist(), name

@@ -29,7 +29,8 @@ def other_checkpoint(tmp_path_factory):
                  num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=4096,
                  rope_theta=10_000.0, tie_word_embeddings=True, eos_token_id=eot, bos_token_id=eot)
     torch.manual_seed(0)
-    model = Transformer(cfg).eval()
+    with torch.device("cpu"):
+        model = Transformer(cfg).eval()
     with torch.no_grad():
         for p in model.parameters():
             if p.ndim == 2:

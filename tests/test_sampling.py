@@ -40,7 +40,7 @@ class ModelOracle:
     @torch.inference_mode()
     def __call__(self, context: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
         if context not in self.memo:
-            ids = torch.tensor([context])
+            ids = torch.tensor([context], device="cpu")
             self.memo[context] = tuple(
                 logits_to_probs(model(ids)[0, -1], self.temperature, self.top_k) for model in (self.target, self.draft)
             )
@@ -95,7 +95,7 @@ def joint_p_value(oracle: Oracle, context: tuple[int, ...], step: Callable[[], l
     root = oracle(context)[0]
     support = root.nonzero().flatten().tolist()
     row_of = {token: i for i, token in enumerate(support)}
-    expected = torch.zeros(len(support) + 1, root.shape[0], dtype=torch.float64)
+    expected = torch.zeros(len(support) + 1, root.shape[0], dtype=torch.float64, device="cpu")
     for token, i in row_of.items():
         expected[i] = root[token].double() * oracle(context + (token,))[0].double()
     counts = torch.zeros_like(expected)
@@ -141,13 +141,15 @@ def random_model_pair(seed: int = 0) -> tuple[Transformer, Transformer]:
     generator = torch.Generator().manual_seed(seed)
     cfg = Config(vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                  num_key_value_heads=1, head_dim=16)
-    target = Transformer(cfg).eval()
+    with torch.device("cpu"):
+        target = Transformer(cfg).eval()
     with torch.no_grad():
         for name, p in target.named_parameters():
-            p.copy_(torch.ones_like(p) if "norm" in name else torch.randn(p.shape, generator=generator) * 0.5)
+            p.copy_(torch.ones_like(p) if "norm" in name
+                    else torch.randn(p.shape, generator=generator, device="cpu") * 0.5)
         draft = copy.deepcopy(target)
         for p in draft.parameters():
-            p.add_(torch.randn(p.shape, generator=generator) * 0.3)
+            p.add_(torch.randn(p.shape, generator=generator, device="cpu") * 0.3)
     return target, draft
 
 
@@ -182,17 +184,17 @@ def test_verify_tree_on_a_real_model_step(real_oracle: ModelOracle) -> None:
 
 
 def test_residual() -> None:
-    target, draft = torch.tensor([0.5, 0.3, 0.2]), torch.tensor([0.2, 0.6, 0.2])
-    torch.testing.assert_close(residual(target, draft), torch.tensor([1.0, 0.0, 0.0]))
+    target, draft = torch.tensor([0.5, 0.3, 0.2], device="cpu"), torch.tensor([0.2, 0.6, 0.2], device="cpu")
+    torch.testing.assert_close(residual(target, draft), torch.tensor([1.0, 0.0, 0.0], device="cpu"))
     torch.testing.assert_close(residual(target, target), target)  # degenerate case: falls back to the target
     batch = torch.stack([target, draft])
-    torch.testing.assert_close(residual(batch, batch.flip(0)), torch.tensor([[1.0, 0, 0], [0, 1.0, 0]]))
+    torch.testing.assert_close(residual(batch, batch.flip(0)), torch.tensor([[1.0, 0, 0], [0, 1.0, 0]], device="cpu"))
 
 
 def test_paired_distributions_have_the_requested_acceptance() -> None:
     target, draft = paired_distributions(16, 0.7, (3,), torch.Generator().manual_seed(0))
-    torch.testing.assert_close(torch.minimum(target, draft).sum(-1), torch.full((3,), 0.7))
-    torch.testing.assert_close(target.sum(-1), torch.ones(3))
+    torch.testing.assert_close(torch.minimum(target, draft).sum(-1), torch.full((3,), 0.7, device="cpu"))
+    torch.testing.assert_close(target.sum(-1), torch.ones(3, device="cpu"))
     assert (residual(target, draft) - target).abs().sum(-1).min() > 0.1  # the residual is not the target
     with pytest.raises(ValueError, match="vocab_size"):
         paired_distributions(1, 0.5)
@@ -202,11 +204,12 @@ def test_paired_distributions_have_the_requested_acceptance() -> None:
 
 def test_verify_chain_edge_cases() -> None:
     generator = torch.Generator().manual_seed(0)
-    probs = torch.tensor([[0.25, 0.75], [0.5, 0.5], [0.9, 0.1]])
+    probs = torch.tensor([[0.25, 0.75], [0.5, 0.5], [0.9, 0.1]], device="cpu")
     for _ in range(20):  # draft == target: every draft is accepted, the bonus comes from the last row
         assert verify_chain([1, 0], probs[:2], probs, generator)[0] == 2
-    target = torch.tensor([[0.0, 1.0], [0.5, 0.5]])
-    assert verify_chain(torch.tensor([0]), torch.tensor([[1.0, 0.0]]), target, generator) == (0, 1)
+    target = torch.tensor([[0.0, 1.0], [0.5, 0.5]], device="cpu")
+    one_draft = torch.tensor([[1.0, 0.0]], device="cpu")
+    assert verify_chain(torch.tensor([0], device="cpu"), one_draft, target, generator) == (0, 1)
     with pytest.raises(ValueError, match="target_probs"):
         verify_chain([1, 0], probs[:2], probs[:2], generator)
     with pytest.raises(ValueError, match="draft_probs"):
@@ -215,8 +218,8 @@ def test_verify_chain_edge_cases() -> None:
 
 def test_verify_tree_edge_cases() -> None:
     generator = torch.Generator().manual_seed(0)
-    uniform = torch.full((3, 3), 1 / 3)
-    target = torch.tensor([[0.0, 0.0, 1.0], [1 / 3, 1 / 3, 1 / 3], [1 / 3, 1 / 3, 1 / 3]])
+    uniform = torch.full((3, 3), 1 / 3, device="cpu")
+    target = torch.tensor([[0.0, 0.0, 1.0], [1 / 3, 1 / 3, 1 / 3], [1 / 3, 1 / 3, 1 / 3]], device="cpu")
     for _ in range(20):  # children 0 and 1 have target probability 0: both rejected, token 2 follows
         assert verify_tree([5, 0, 1], [-1, 0, 0], uniform, target, generator) == ([0], 2)
     path, _ = verify_tree([5, 2, 1], [-1, 0, 1], uniform, uniform, generator)

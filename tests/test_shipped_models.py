@@ -20,8 +20,9 @@ def test_transformers_and_mini_llm_give_the_same_logits(path):
     from transformers import AutoModelForCausalLM
 
     ours = Transformer.from_pretrained(path, dtype=torch.float32)
-    theirs = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, local_files_only=True).eval()
-    ids = torch.tensor([load_tokenizer(path).encode("def parse(self, text):\n    return text.split()")])
+    with torch.device("cpu"):
+        theirs = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, local_files_only=True).eval()
+    ids = torch.tensor([load_tokenizer(path).encode("def parse(self, text):\n    return text.split()")], device="cpu")
     with torch.no_grad():
         diff = (ours(ids) - theirs(ids).logits).abs().max().item()
     assert diff < 1e-4, diff  # fp32 on both sides, same bf16-stored weights upcast

@@ -104,7 +104,7 @@ def test_chi_square() -> None:
     # bins expected 1, 2, 3 (< 5) are pooled into one bin expected 6, observed 9
     statistic, _ = chi_square([2, 3, 4, 41, 50], [1, 2, 3, 44, 50])
     assert statistic == pytest.approx((9 - 6) ** 2 / 6 + 3**2 / 44)
-    counts = torch.tensor([3.0, 0.0, 1.0])
+    counts = torch.tensor([3.0, 0.0, 1.0], device="cpu")
     assert chi_square(counts, counts)[1] == 1.0  # the pooled bin absorbs bins until it reaches 5: one bin left
 
 
@@ -131,14 +131,15 @@ class IIDDrafter:
 
             def next_logits(self, context, tokens, parents, frontier):
                 self.calls += 1
-                logits = torch.zeros(len(frontier), self.vocab)
+                logits = torch.zeros(len(frontier), self.vocab, device="cpu")
                 for row, node in enumerate(frontier):
                     depth, n = 0, node
                     while parents[n] != -1:
                         depth, n = depth + 1, parents[n]
                     truth = self.greedy[len(context) + depth + 1]  # the target's token after this node's path
-                    hit = torch.rand(1, generator=self.generator).item() < self.alpha
-                    other = (truth + 1 + int(torch.randint(self.vocab - 1, (1,), generator=self.generator))) % self.vocab
+                    hit = torch.rand(1, generator=self.generator, device="cpu").item() < self.alpha
+                    shift = int(torch.randint(self.vocab - 1, (1,), generator=self.generator, device="cpu"))
+                    other = (truth + 1 + shift) % self.vocab
                     logits[row, truth if hit else other] = 10.0
                 return logits
 
@@ -153,7 +154,7 @@ def _iid_runs(alpha: float, k: int, n_prompts: int = 6, new_tokens: int = 200):
     target = random_model(seed=11, max_position_embeddings=512)
     outs = []
     for i, prompt in enumerate(prompts(target.cfg.vocab_size, n_prompts, seed=3)):
-        greedy = prompt + generate(target, torch.tensor([prompt]), new_tokens + k + 1)[0].tolist()
+        greedy = prompt + generate(target, torch.tensor([prompt], device="cpu"), new_tokens + k + 1)[0].tolist()
         drafter = IIDDrafter(greedy, target.cfg.vocab_size, alpha, seed=i)
         out = speculative_generate(target, drafter, prompt, new_tokens, k=k)
         assert out.tokens == greedy[len(prompt):len(prompt) + new_tokens]  # greedy identity

@@ -146,7 +146,7 @@ def test_static_sampled_chain_follows_the_target_distribution() -> None:
     prompt = [3, 1, 4, 1, 5]
     expected = third_token_law(target, prompt, temperature=1.0)
     generator = torch.Generator().manual_seed(0)
-    counts = torch.zeros(target.cfg.vocab_size)
+    counts = torch.zeros(target.cfg.vocab_size, device="cpu")
     accepted = 0
     for _ in range(800):
         out = static_speculative_generate(target, draft, prompt, 4, k=2, temperature=1.0, generator=generator)
@@ -165,7 +165,7 @@ def test_shipped_heads_static_chain_and_tree_on_the_embedded_model(kind: str) ->
     target = load_model("tiny-qwen3")
     drafter = load_head(REPO / "models" / "heads" / kind, target)
     prompt = held_out_prompts(load_tokenizer("tiny-qwen3"), 1)[0]
-    expected = generate(target, torch.tensor([prompt]), 48)[0].tolist()
+    expected = generate(target, torch.tensor([prompt], device="cpu"), 48)[0].tolist()
     out = static_speculative_generate(target, drafter, prompt, 48, k=4)
     reference = speculative_generate(target, drafter, prompt, 48, k=4)
     assert out.tokens == expected == reference.tokens
@@ -178,9 +178,9 @@ def test_shipped_heads_static_chain_and_tree_on_the_embedded_model(kind: str) ->
 
 def test_captured_call_needs_cuda_for_a_graph() -> None:
     with pytest.raises(ValueError, match="CUDA"):
-        CapturedCall(lambda x: x + 1, (torch.zeros(2),), graph=True)
-    call = CapturedCall(lambda x: x * 2, (torch.zeros(2),), graph=False)
-    assert call(torch.ones(2)).tolist() == [2.0, 2.0]
+        CapturedCall(lambda x: x + 1, (torch.zeros(2, device="cpu"),), graph=True)
+    call = CapturedCall(lambda x: x * 2, (torch.zeros(2, device="cpu"),), graph=False)
+    assert call(torch.ones(2, device="cpu")).tolist() == [2.0, 2.0]
 
 
 @contextmanager

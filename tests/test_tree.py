@@ -29,7 +29,7 @@ def draft(target):
 def fresh_last_logits(model, ids):
     """Next-token logits [V] after `ids`, from a full forward without cache."""
     with torch.inference_mode():
-        return model(torch.tensor([ids]))[0, -1]
+        return model(torch.tensor([ids], device="cpu"))[0, -1]
 
 
 @pytest.mark.parametrize("parents, problem", [
@@ -48,7 +48,7 @@ def test_malformed_parents_raise_value_error_naming_the_problem(parents, problem
 def test_mask_depths_positions_of_the_chapter_tree():
     parents = [-1, 0, 0, 1, 1, 2]
     assert depths(parents) == [0, 1, 1, 2, 2, 2]
-    assert positions(parents, prefix_len=5).tolist() == [5, 6, 6, 7, 7, 7]
+    assert positions(parents, prefix_len=5, device="cpu").tolist() == [5, 6, 6, 7, 7, 7]
     expected = torch.tensor([
         [1, 0, 0, 0, 0, 0],
         [1, 1, 0, 0, 0, 0],
@@ -56,8 +56,8 @@ def test_mask_depths_positions_of_the_chapter_tree():
         [1, 1, 0, 1, 0, 0],
         [1, 1, 0, 0, 1, 0],
         [1, 0, 1, 0, 0, 1],
-    ], dtype=torch.bool)
-    assert torch.equal(tree_mask(parents), expected)
+    ], dtype=torch.bool, device="cpu")
+    assert torch.equal(tree_mask(parents, device="cpu"), expected)
 
 
 def test_tree_forward_equals_per_path_forward(target):
@@ -66,9 +66,9 @@ def test_tree_forward_equals_per_path_forward(target):
     tokens = prompts(target.cfg.vocab_size, 1, length=len(parents), seed=3)[0]
     cache = target.new_cache(max_len=32)
     with torch.inference_mode():
-        target(torch.tensor([context]), cache=cache)
-        logits = target(torch.tensor([tokens]), cache=cache, positions=positions(parents, len(context)),
-                        mask=tree_mask(parents))[0]
+        target(torch.tensor([context], device="cpu"), cache=cache)
+        logits = target(torch.tensor([tokens], device="cpu"), cache=cache,
+                        positions=positions(parents, len(context), "cpu"), mask=tree_mask(parents, "cpu"))[0]
     for node in range(len(parents)):
         path, i = [], node
         while i >= 0:
@@ -81,22 +81,22 @@ def test_greedy_acceptance_and_compacted_cache_equal_a_fresh_prefill(target):
     """Accept a path through second children (so compact really moves slots), then decode on."""
     context = prompts(target.cfg.vocab_size, 1, length=6)[0]
     root = 5
-    c1, c2, c3, c4 = generate(target, torch.tensor([context + [root]]), 4)[0].tolist()
+    c1, c2, c3, c4 = generate(target, torch.tensor([context + [root]], device="cpu"), 4)[0].tolist()
     wrong = lambda t: (t + 1) % target.cfg.vocab_size  # noqa: E731
     tokens = [root, wrong(c1), c1, wrong(c2), c2, c3]
     parents = [-1, 0, 0, 2, 2, 4]
     cache = target.new_cache(max_len=32)
     with torch.inference_mode():
-        target(torch.tensor([context]), cache=cache)
+        target(torch.tensor([context], device="cpu"), cache=cache)
         start = cache.length
-        pos, mask = positions(parents, start), tree_mask(parents)
-        logits = target(torch.tensor([tokens]), cache=cache, positions=pos, mask=mask)[0]
+        pos, mask = positions(parents, start, "cpu"), tree_mask(parents, "cpu")
+        logits = target(torch.tensor([tokens], device="cpu"), cache=cache, positions=pos, mask=mask)[0]
         path = accept_greedy(tokens, parents, logits)
         assert path == [0, 2, 4, 5]
         assert int(logits[path[-1]].argmax()) == c4
         cache.compact(start, path)
         assert cache.length == len(context) + 4
-        after = target(torch.tensor([[c4]]), cache=cache)[0, -1]
+        after = target(torch.tensor([[c4]], device="cpu"), cache=cache)[0, -1]
     torch.testing.assert_close(after, fresh_last_logits(target, context + [root, c1, c2, c3, c4]), atol=1e-4, rtol=0)
 
 
@@ -136,7 +136,7 @@ def test_build_draft_tree_greedy_and_sampled(draft):
     assert internal == [0, 1, 2, 3]
     root_probs = logits_to_probs(fresh_last_logits(draft, context + [root]), 0.8, 20)
     torch.testing.assert_close(tree.draft_probs[0], root_probs)
-    assert torch.allclose(tree.draft_probs[internal].sum(-1), torch.ones(4))
+    assert torch.allclose(tree.draft_probs[internal].sum(-1), torch.ones(4, device="cpu"))
     assert not tree.draft_probs[4:].any()
     for node in internal:
         kids = [tree.tokens[i] for i in range(len(tree.parents)) if tree.parents[i] == node]
@@ -149,7 +149,7 @@ def test_build_draft_tree_greedy_and_sampled(draft):
 def test_greedy_tree_decoding_equals_plain_greedy(target, draft, branching):
     total_calls = total_tokens = 0
     for prompt in prompts(target.cfg.vocab_size, 6):
-        expected = generate(target, torch.tensor([prompt]), 24)[0].tolist()
+        expected = generate(target, torch.tensor([prompt], device="cpu"), 24)[0].tolist()
         out = tree_speculative_generate(target, draft, prompt, 24, branching=branching)
         assert out.tokens == expected
         assert out.target_calls == 1 + len(out.accepted_per_call)
@@ -162,8 +162,9 @@ def test_greedy_tree_decoding_equals_plain_greedy(target, draft, branching):
 def test_quantized_self_drafter_keeps_greedy_output(target):
     drafter = QuantizedSelfDrafter(target, bits=4)
     for prompt in prompts(target.cfg.vocab_size, 3, seed=5):
-        out = tree_speculative_generate(target, drafter, torch.tensor([prompt]), 20, branching=[2, 2, 1, 1])
-        assert out.tokens == generate(target, torch.tensor([prompt]), 20)[0].tolist()
+        ids = torch.tensor([prompt], device="cpu")
+        out = tree_speculative_generate(target, drafter, ids, 20, branching=[2, 2, 1, 1])
+        assert out.tokens == generate(target, ids, 20)[0].tolist()
 
 
 def test_self_draft_accepts_everything_and_counts(target):
@@ -189,7 +190,7 @@ def test_max_new_tokens_zero_and_one(target, draft):
     empty = tree_speculative_generate(target, draft, prompt, 0)
     assert empty.tokens == [] and empty.target_calls == 0 and empty.tau == 0.0
     one = tree_speculative_generate(target, draft, prompt, 1)
-    assert one.tokens == generate(target, torch.tensor([prompt]), 1)[0].tolist() and one.target_calls == 1
+    assert one.tokens == generate(target, torch.tensor([prompt], device="cpu"), 1)[0].tolist() and one.target_calls == 1
 
 
 def test_eos_inside_an_accepted_run_stops_exactly_there(target):
@@ -200,7 +201,7 @@ def test_eos_inside_an_accepted_run_stops_exactly_there(target):
     eos = full.tokens[j]
     out = tree_speculative_generate(target, target, prompt, 20, branching=[1, 1, 1, 1], eos_token_id=eos)
     assert out.tokens == full.tokens[: j + 1]
-    assert out.tokens == generate(target, torch.tensor([prompt]), 20, eos_token_id=eos)[0].tolist()
+    assert out.tokens == generate(target, torch.tensor([prompt], device="cpu"), 20, eos_token_id=eos)[0].tolist()
     assert out.accepted_per_call == [j]
 
 
@@ -248,7 +249,8 @@ def embedded():
     """(target, separate small draft, 50 held-out prompts, their plain greedy continuations of 16 tokens)."""
     target, small = load_or_skip("tiny-qwen3"), load_or_skip("tiny-qwen3-draft")
     prompts_ = held_out_prompts("tiny-qwen3")
-    return target, small, prompts_, [generate(target, torch.tensor([p]), 16)[0].tolist() for p in prompts_]
+    greedy = [generate(target, torch.tensor([p], device="cpu"), 16)[0].tolist() for p in prompts_]
+    return target, small, prompts_, greedy
 
 
 @pytest.mark.xdist_group("embedded")  # one worker computes the `embedded` fixture for both tests
@@ -285,5 +287,5 @@ def test_widths_must_be_integers(target, draft):
         with pytest.raises(ValueError, match="total_tokens"):
             build_dynamic_tree(draft, [1, 2, 3], 4, depth=3, top_k=2, total_tokens=bad)
     import numpy as np
-    assert build_draft_tree(draft, [1, 2, 3], 4, [np.int64(2), torch.tensor(1)]).parents == \
+    assert build_draft_tree(draft, [1, 2, 3], 4, [np.int64(2), torch.tensor(1, device="cpu")]).parents == \
         build_draft_tree(draft, [1, 2, 3], 4, [2, 1]).parents

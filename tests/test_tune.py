@@ -99,7 +99,7 @@ def test_a_perfect_drafter_has_rank_one_everywhere_and_its_tree_passes_predict_e
     profile = measure_rank_profile(target, ModelDrafter(target), ps, new_tokens=10, depth=3, max_rank=4)[None]
     assert profile.positions == 20 and {k for seq in profile.sequences for k in seq} == {"1 1 1"}
     out = tree_speculative_generate(target, ModelDrafter(target), ps[0], 33, branching=[2, 1, 1])
-    assert out.tokens == generate(target, torch.tensor([ps[0]]), 33)[0].tolist()
+    assert out.tokens == generate(target, torch.tensor([ps[0]], device="cpu"), 33)[0].tolist()
     assert set(out.accepted_per_call[:-1]) == {3}  # every pass accepts the whole depth ...
     assert profile.tokens_per_pass([2, 1, 1]) == 4.0  # ... as the profile predicts
 
@@ -108,7 +108,7 @@ def test_profile_of_a_noisy_drafter_and_of_its_reduced_vocabulary():
     target = random_model(seed=0)
     draft = perturbed_copy(target, noise=0.15)
     ps = prompts(target.cfg.vocab_size, 3, length=6)
-    subset = torch.arange(0, target.cfg.vocab_size, 2)  # even token ids only
+    subset = torch.arange(0, target.cfg.vocab_size, 2, device="cpu")  # even token ids only
     profiles = measure_rank_profile(target, ModelDrafter(draft), ps, new_tokens=16, depth=3, max_rank=4,
                                     vocab_subsets={len(subset): subset})
     full, half = profiles[None], profiles[len(subset)]
@@ -124,19 +124,21 @@ def test_reduced_draft_vocabulary_keeps_greedy_identical_and_only_proposes_its_t
     from tree_spec.heads import make_head
 
     target = random_model(seed=0)
-    subset = torch.arange(0, target.cfg.vocab_size, 3)
+    subset = torch.arange(0, target.cfg.vocab_size, 3, device="cpu")
     torch.manual_seed(0)
-    for drafter in (HeadDrafter(target, make_head("eagle", target.cfg), subset),
-                    MedusaDrafter(target, make_head("medusa", target.cfg), subset)):
+    with torch.device("cpu"):
+        eagle, medusa = make_head("eagle", target.cfg), make_head("medusa", target.cfg)
+    for drafter in (HeadDrafter(target, eagle, subset), MedusaDrafter(target, medusa, subset)):
         p = prompts(target.cfg.vocab_size, 1, length=8)[0]
         out = tree_speculative_generate(target, drafter, p, 24, branching=[2, 2, 1])
-        assert out.tokens == generate(target, torch.tensor([p]), 24)[0].tolist()
-        logits = drafter.logits(torch.randn(2, target.cfg.hidden_size))
-        outside = torch.ones(target.cfg.vocab_size, dtype=torch.bool)
+        assert out.tokens == generate(target, torch.tensor([p], device="cpu"), 24)[0].tolist()
+        logits = drafter.logits(torch.randn(2, target.cfg.hidden_size, device="cpu"))
+        outside = torch.ones(target.cfg.vocab_size, dtype=torch.bool, device="cpu")
         outside[subset] = False
         assert torch.isinf(logits[:, outside]).all() and torch.isfinite(logits[:, subset]).all()
-        full = target.logits_from_hidden(torch.ones(1, target.cfg.hidden_size))
-        assert torch.allclose(drafter.logits(torch.ones(1, target.cfg.hidden_size))[:, subset], full[:, subset], atol=1e-5)
+        ones = torch.ones(1, target.cfg.hidden_size, device="cpu")
+        full = target.logits_from_hidden(ones)
+        assert torch.allclose(drafter.logits(ones)[:, subset], full[:, subset], atol=1e-5)
 
 
 @pytest.mark.parametrize("name", DRAFTERS)
@@ -163,7 +165,7 @@ def test_saved_tuning_is_complete_and_runs_identically(name):
     assert branching == tuned["branching"]
     p = list(range(40, 72))
     out = tree_speculative_generate(target, drafter, p, 20, branching=branching)
-    assert out.tokens == generate(target, torch.tensor([p]), 20)[0].tolist()
+    assert out.tokens == generate(target, torch.tensor([p], device="cpu"), 20)[0].tolist()
 
 
 @pytest.mark.slow

@@ -66,7 +66,7 @@ def run_chains(
     target_probs, draft_probs = paired_distributions(vocab, alpha, (k + 1,), generator)
     draft_probs = draft_probs[:k]
     drafts = torch.multinomial(draft_probs, samples, replacement=True, generator=generator).T  # [samples, k]
-    first, accepted = torch.empty(samples, dtype=torch.long), torch.empty(samples, dtype=torch.long)
+    first, accepted = (torch.empty(samples, dtype=torch.long, device="cpu") for _ in range(2))
     for i, tokens in enumerate(drafts):
         n, token = verify_chain(tokens, draft_probs, target_probs, generator)
         first[i], accepted[i] = tokens[0] if n else token, n
@@ -113,7 +113,7 @@ def alpha_sweep(args: argparse.Namespace, generator: torch.Generator) -> None:
 
 
 def mask_demo() -> None:
-    mask, depth = tree_mask(DEMO_PARENTS), depths(DEMO_PARENTS)
+    mask, depth = tree_mask(DEMO_PARENTS, "cpu"), depths(DEMO_PARENTS)
     n = len(DEMO_PARENTS)
     print(f"\n3. Tree mask: {n} nodes, parents {DEMO_PARENTS}, after a committed prefix of {DEMO_PREFIX} tokens")
     print("   (row = query node; 1 = may attend; the prefix is always visible; position = prefix + depth)")

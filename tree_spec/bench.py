@@ -231,7 +231,8 @@ def hf_methods(target_path: Path, draft_path: Path | None, device: torch.device 
     """transformers baselines on the same checkpoints and device: generate, assisted generation, prompt lookup."""
     from transformers import AutoModelForCausalLM
 
-    hf_target = AutoModelForCausalLM.from_pretrained(target_path, dtype=torch.float32).to(device).eval()
+    with torch.device(device):  # built where it runs, whatever torch's default device is
+        hf_target = AutoModelForCausalLM.from_pretrained(target_path, dtype=torch.float32).eval()
     hf_target.generation_config.eos_token_id = None  # fixed length, like the mini_llm runs
 
     def run(**kwargs) -> Runner:
@@ -247,7 +248,8 @@ def hf_methods(target_path: Path, draft_path: Path | None, device: torch.device 
 
     methods = [Method("transformers generate", "1 token / call", run())]
     if draft_path is not None:
-        hf_draft = AutoModelForCausalLM.from_pretrained(draft_path, dtype=torch.float32).to(device).eval()
+        with torch.device(device):
+            hf_draft = AutoModelForCausalLM.from_pretrained(draft_path, dtype=torch.float32).eval()
         hf_draft.generation_config.eos_token_id = None
         methods.append(Method("transformers assisted", "assistant_model=draft", run(assistant_model=hf_draft)))
     lookup = run(prompt_lookup_num_tokens=10)

@@ -73,7 +73,7 @@ def draw_tree(
 
 def draw_mask(parents: Sequence[int], labels: Sequence[str] | None = None, ax: Axes | None = None) -> Figure:
     """The tree attention mask as an image: row i = what node i may attend to (itself and its ancestors)."""
-    mask = tree_mask(parents).int().numpy()
+    mask = tree_mask(parents, "cpu").int().numpy()
     labels = [str(i) for i in range(len(parents))] if labels is None else list(labels)
     if ax is None:
         size = 1.5 + 0.35 * len(parents)
