@@ -27,11 +27,11 @@ def target() -> Transformer:
 def batch_of(n: int, vocab: int, seed: int = 0) -> list[list[int]]:
     """n prompts of different lengths (3, 7, 11, ...)."""
     g = torch.Generator().manual_seed(seed)
-    return [torch.randint(0, vocab, (3 + 4 * i,), generator=g).tolist() for i in range(n)]
+    return [torch.randint(0, vocab, (3 + 4 * i,), generator=g, device="cpu").tolist() for i in range(n)]
 
 
 def plain(target: Transformer, prompts: list[list[int]], eos: int | None = None) -> list[list[int]]:
-    return [generate(target, torch.tensor([p]), NEW, eos_token_id=eos)[0].tolist() for p in prompts]
+    return [generate(target, torch.tensor([p], device="cpu"), NEW, eos_token_id=eos)[0].tolist() for p in prompts]
 
 
 def eos_with_different_stops(target: Transformer, prompts: list[list[int]]) -> int:
@@ -105,10 +105,11 @@ def small_vocab_pair() -> tuple[Transformer, Transformer]:
     cfg = Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                  num_key_value_heads=1, head_dim=16, max_position_embeddings=64)
     g = torch.Generator().manual_seed(3)
-    target = Transformer(cfg).eval()
+    with torch.device("cpu"):
+        target = Transformer(cfg).eval()
     with torch.no_grad():
         for name, p in target.named_parameters():
-            p.copy_(torch.ones_like(p) if "norm" in name else torch.randn(p.shape, generator=g) * 0.3)
+            p.copy_(torch.ones_like(p) if "norm" in name else torch.randn(p.shape, generator=g, device="cpu") * 0.3)
     return target, perturbed_copy(target, noise=0.3, seed=4)
 
 
@@ -116,10 +117,10 @@ def small_vocab_pair() -> tuple[Transformer, Transformer]:
 def joint_law(target: Transformer, prompt: list[int]) -> torch.Tensor:
     """P(t1, t2, t3 | prompt) at temperature 1 -> [V, V, V], from the target alone."""
     V = VOCAB
-    p1 = torch.softmax(target(torch.tensor([prompt]))[0, -1], -1)                          # [V]
-    two = torch.tensor([prompt + [a] for a in range(V)])
+    p1 = torch.softmax(target(torch.tensor([prompt], device="cpu"))[0, -1], -1)            # [V]
+    two = torch.tensor([prompt + [a] for a in range(V)], device="cpu")
     p2 = torch.softmax(target(two)[:, -1], -1)                                              # [V, V]
-    three = torch.tensor([prompt + [a, b] for a in range(V) for b in range(V)])
+    three = torch.tensor([prompt + [a, b] for a in range(V) for b in range(V)], device="cpu")
     p3 = torch.softmax(target(three)[:, -1], -1).view(V, V, V)
     return p1[:, None, None] * p2[:, :, None] * p3
 
@@ -136,7 +137,7 @@ def per_row_p_values(seed: int) -> list[float]:
     assert sum(o.proposed for o in outs) > 0 and 0 < sum(sum(o.accepted_per_call) for o in outs)
     p_values = []
     for i, prompt in enumerate(prompts):
-        counts = torch.zeros(VOCAB ** 3)
+        counts = torch.zeros(VOCAB ** 3, device="cpu")
         for out in outs[i * REPEATS:(i + 1) * REPEATS]:
             t1, t2, t3 = out.tokens[:3]
             counts[(t1 * VOCAB + t2) * VOCAB + t3] += 1
@@ -160,7 +161,8 @@ def test_batch_sweep_counts_every_token_and_finds_the_first_batch_below_one(targ
     prompts = batch_of(3, target.cfg.vocab_size, seed=11)
     points = batch_sweep(target, NGramDrafter(target.cfg.vocab_size), prompts, (1, 4), 6, k=2)
     assert [p.batch for p in points] == [1, 4]
-    assert all(p.identical and p.plain_tokens == p.spec_tokens == 6 * p.batch for p in points)
+    assert [p.rows for p in points] == [3, 4]  # every B decodes all 3 prompts (cycled to fill B = 4)
+    assert all(p.identical and p.plain_tokens == p.spec_tokens == 6 * p.rows for p in points)
     assert all(p.plain_seconds > 0 and p.spec_seconds > 0 and p.target_calls >= p.batch for p in points)
     fake = [replace(points[0], batch=b, spec_seconds=points[0].plain_seconds * f) for b, f in ((1, 0.5), (2, 1.25), (4, 0.9))]
     assert [round(p.speedup, 6) for p in fake] == [2.0, 0.8, round(1 / 0.9, 6)]

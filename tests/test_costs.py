@@ -8,6 +8,7 @@ import torch
 from tests.spec_models import perturbed_copy, random_model
 from tree_spec.costs import (
     COSTS_DIR, CostCurve, compare_profiles, forward_after, measure_drafter_cost, measure_target_costs, profile_forward,
+    profile_ops,
 )
 from tree_spec.drafters import ModelDrafter
 
@@ -74,6 +75,18 @@ def test_profile_lists_ops_and_the_two_token_forward_builds_a_mask():
     assert "linear" in one and "scaled_dot_product_attention" in one
     assert "tril" not in one and "tril" in two  # the causal mask exists only for T > 1
     assert "all ops" in compare_profiles(target, 1, 2, context=8)
+
+
+def test_profile_ops_returns_the_result_and_exact_op_counts():
+    target = random_model(seed=5)
+    ids = torch.tensor([[1, 2, 3]], device="cpu")
+    with torch.inference_mode():
+        result, ops = profile_ops(lambda: target(ids))
+        assert torch.equal(result, target(ids))
+    layers = target.cfg.num_hidden_layers
+    assert ops["scaled_dot_product_attention"][1] == layers     # one attention call per layer
+    assert ops["linear"][1] == 7 * layers + 1                   # q, k, v, o, gate, up, down per layer + the LM head
+    assert all(ms >= 0 for ms, _ in ops.values())
 
 
 def test_recorded_curve_of_the_embedded_target():

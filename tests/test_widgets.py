@@ -21,7 +21,7 @@ from tree_spec.tune import load_profile
 from tree_spec.widgets import (
     H100,
     IID,
-    THIS_MACHINE,
+    MEASURED_CURVE,
     batch_panel,
     batch_report,
     chain_break_even_alpha,
@@ -93,14 +93,14 @@ def test_tree_report_chain_matches_the_chain_formula():
 
 def test_tree_panel_takes_any_branching_list_and_this_machines_cost_curve():
     curve = CostCurve.from_json(COSTS_DIR / "tiny-qwen3.json")
-    panel = tree_panel(hit_model=IID, hardware=THIS_MACHINE, hit_rate=0.6, draft_cost=0.1)
+    panel = tree_panel(hit_model=IID, hardware=MEASURED_CURVE, hit_rate=0.6, draft_cost=0.1)
     panel.controls["branching"].value = "2, 2, 1, 1"
     r = panel.result
     assert r["branching"] == [2, 2, 1, 1] and r["nodes"] == 14
     assert r["verify_ms"] == pytest.approx(curve.ms(15)) and r["decode_ms"] == pytest.approx(curve.ms(1))
     assert r["draft_ms"] == pytest.approx(4 * 0.1 * curve.ms(1))
     assert r["expected_tokens"] == pytest.approx(tree_expected_tokens([2, 2, 1, 1], 0.6))
-    assert "this machine" in panel.html.value and "2, 2, 1, 1" in panel.html.value
+    assert "measured:" in panel.html.value and "2, 2, 1, 1" in panel.html.value
     panel.controls["hardware"].value = H100
     assert panel.result["verify_ms"] == pytest.approx(tree_report(2, 4, 0.6, 0.1, branching=[2, 2, 1, 1])["verify_ms"])
     panel.controls["branching"].value = ""  # back to width x depth
@@ -116,9 +116,9 @@ def test_tree_panel_hit_model_is_the_measured_profile_and_the_slider_scales_it()
     top1 = profile.reach([1])[0]
     measured = tree_report(2, 4, top1, branching=[2, 2, 1, 1], profile=profile)
     assert measured["reach"] == pytest.approx(profile.reach([2, 2, 1, 1]))
-    panel = tree_panel(branching="2,2,1,1")  # defaults: the small draft's profile, this machine
+    panel = tree_panel(branching="2,2,1,1")  # defaults: the small draft's profile, the recorded cost curve
     assert panel.result["hit_rate"] == pytest.approx(top1, abs=0.005)
-    assert "measured rank profile of small-model" in panel.html.value and "this machine" in panel.html.value
+    assert "measured rank profile of small-model" in panel.html.value and "measured:" in panel.html.value
     panel.controls["hit_rate"].value = round(top1 / 2, 2)  # every level's pass rate halved
     halved = panel.result["reach"]
     assert halved[0] == pytest.approx(measured["reach"][0] * round(top1 / 2, 2) / top1)
@@ -174,7 +174,7 @@ def test_tree_viewer_shows_the_real_accepted_path(target_model, tokenizer):
     panel.controls["width"].value = 3
     r = panel.result
     assert len(r["tokens"]) == 1 + tree_node_count([3, 3, 3])
-    greedy = generate(target_model, torch.tensor([prompt]), 3 + 1 + 3 + 1)[0].tolist()
+    greedy = generate(target_model, torch.tensor([prompt], device="cpu"), 3 + 1 + 3 + 1)[0].tolist()
     # the accepted path plus the target's token continue plain greedy decoding exactly
     accepted = [r["tokens"][i] for i in r["path"]] + [r["next_token"]]
     assert accepted == greedy[3:3 + len(accepted)]
@@ -183,7 +183,7 @@ def test_tree_viewer_shows_the_real_accepted_path(target_model, tokenizer):
 
 def test_inspect_tree_step_accepts_nothing_from_a_useless_tree(target_model, tokenizer):
     context = tokenizer.encode("import os\nimport ")
-    root = int(generate(target_model, torch.tensor([context]), 1)[0, 0])
+    root = int(generate(target_model, torch.tensor([context], device="cpu"), 1)[0, 0])
 
     class Wrong(QuantizedSelfDrafter):
         def next_logits(self, context, tokens, parents, frontier):
@@ -192,7 +192,7 @@ def test_inspect_tree_step_accepts_nothing_from_a_useless_tree(target_model, tok
 
     r = inspect_tree_step(target_model, Wrong(target_model), context, root, [2, 2])
     assert r["path"] == [0]
-    assert r["next_token"] == int(generate(target_model, torch.tensor([context + [root]]), 1)[0, 0])
+    assert r["next_token"] == int(generate(target_model, torch.tensor([context + [root]], device="cpu"), 1)[0, 0])
 
 
 def test_drawings_have_one_box_per_node():

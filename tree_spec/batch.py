@@ -18,7 +18,7 @@ import torch
 from mini_llm import Transformer, logits_to_probs, sample_next
 from mini_llm.batch import _token_lists, extend_rows, generate_batch
 
-from .costs import clock_name, device_clock
+from .costs import clock_name, device_clock, hardware_name
 from .drafters import Drafter, ModelDrafter, _common_prefix
 from .output import SpecOutput
 from .sampling import verify_chain
@@ -233,9 +233,10 @@ def batch_speculative_generate(
 
 @dataclass
 class BatchPoint:
-    """One batch size of `batch_sweep`: plain and speculative runs over the same B prompts, end to end."""
+    """One batch size of `batch_sweep`: plain and speculative runs over the same prompts, end to end."""
 
     batch: int
+    rows: int              # prompts decoded at this B (the same ones at every B), in batches of `batch`
     plain_tokens: int
     plain_seconds: float
     spec_tokens: int
@@ -277,10 +278,14 @@ def batch_sweep(
     max_new_tokens: int,
     k: int = 4,
 ) -> list[BatchPoint]:
-    """Greedy tokens per second of `generate_batch` and `batch_speculative_generate` at each batch size B,
-    on prompts[:B] (cycled when B > len(prompts)): tokens generated / time of the whole call, prefill
-    included. Time is the thread's CPU time on a CPU (run torch with one thread: other processes on a
-    shared machine then cannot inflate it), synchronized wall time on CUDA. The two runs alternate per B.
+    """Greedy tokens per second of `generate_batch` and `batch_speculative_generate` at each batch size B:
+    tokens generated / time of the calls, prefill included.
+
+    Every B decodes the same rows: all the prompts, in consecutive batches of B (the last may be smaller),
+    cycled to fill one batch when B > len(prompts). So the rows' content, and with it τ, is the same at
+    every B, and the speedup curve shows the batch size alone. Time is the thread's CPU time on a CPU (run
+    torch with one thread: other processes on a shared machine then cannot inflate it), synchronized wall
+    time on CUDA. The two runs alternate per B.
     """
     clock = device_clock(target.device)
 
@@ -291,11 +296,13 @@ def batch_sweep(
 
     points = []
     for B in batches:
-        rows = [list(prompts[i % len(prompts)]) for i in range(B)]
-        plain, plain_s = timed(lambda: generate_batch(target, rows, max_new_tokens))
-        outs, spec_s = timed(lambda: batch_speculative_generate(target, drafter, rows, max_new_tokens, k=k))
+        rows = [list(prompts[i % len(prompts)]) for i in range(max(B, len(prompts)))]
+        chunks = [rows[i:i + B] for i in range(0, len(rows), B)]
+        plain, plain_s = timed(lambda: [t for c in chunks for t in generate_batch(target, c, max_new_tokens)])
+        outs, spec_s = timed(lambda: [o for c in chunks
+                                      for o in batch_speculative_generate(target, drafter, c, max_new_tokens, k=k)])
         points.append(BatchPoint(
-            B, sum(map(len, plain)), plain_s, sum(len(o.tokens) for o in outs), spec_s,
+            B, len(rows), sum(map(len, plain)), plain_s, sum(len(o.tokens) for o in outs), spec_s,
             sum(o.target_calls for o in outs), sum(o.proposed for o in outs),
             sum(sum(o.accepted_per_call) for o in outs), [o.tokens for o in outs] == plain,
         ))
@@ -351,9 +358,10 @@ def batch_benchmark(
     runs = {name: batch_sweep(target, d, prompts, batches, new_tokens, k=k) for name, d in drafters.items()}
     clock = clock_name(target.device)
     text = (f"# Batched decoding: plain vs chain speculation (k = {k}), {target_name}\n\n"
-            f"{n_prompts} held-out prompts (cycled for larger batches), {new_tokens} new tokens per row, greedy, "
-            f"{torch.get_num_threads()} torch thread(s), {clock}; tokens/s = tokens generated / time of the "
-            f"whole call, prefill included. Command: `python -m tree_spec.bench --batch "
+            f"{n_prompts} held-out prompts at every batch size B (in batches of B; cycled to fill a batch larger than "
+            f"{n_prompts}), {new_tokens} new tokens per row, greedy, "
+            f"{hardware_name(target.device)}, {torch.get_num_threads()} torch thread(s), {clock}; tokens/s = "
+            f"tokens generated / time of the calls, prefill included. Command: `python -m tree_spec.bench --batch "
             f"{','.join(map(str, batches))} --prompts {n_prompts} --new-tokens {new_tokens} --device {device}`."
             f"\n\n{batch_table(runs)}\n\nPlain `generate_batch` tokens/s over its tokens/s at B = {batches[0]}, per sweep: "
             + "; ".join(f"{name}: " + ", ".join(f"B = {b}: {r:.2f}×" for b, r in plain_scaling(points).items())

@@ -433,6 +433,18 @@ class _OpTimer(TorchDispatchMode):
         return out
 
 
+def profile_ops(fn: Callable[[], object]) -> tuple[object, dict[str, tuple[float, int]]]:
+    """Run fn() on one torch thread with every aten op timed -> (fn's result, {op: (thread CPU ms, calls)}).
+
+    For comparing two implementations op by op (e.g. a list-based and a fixed-shape decoding loop): the
+    calls are exact counts, the ms include a little timer overhead per op. On CUDA the ms are host time only.
+    """
+    timer = _OpTimer()
+    with one_thread(), timer:
+        result = fn()
+    return result, {op: (ms, timer.calls[op]) for op, ms in timer.ms.items()}
+
+
 @torch.inference_mode()
 def profile_forward(target: Transformer, n: int, context: int = 128, repeats: int = 20) -> list[tuple[str, float, int]]:
     """Per-op timing of one target forward over n new tokens after `context` cached tokens, one thread.

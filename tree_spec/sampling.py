@@ -112,7 +112,9 @@ def verify_tree(
     target_probs: torch.Tensor,
     generator: torch.Generator | None = None,
 ) -> tuple[list[int], int]:
-    """Lossless multi-candidate (SpecInfer-style recursive rejection) verification of a token tree.
+    """Lossless multi-candidate verification of a token tree: recursive rejection sampling over children
+    drawn without replacement (the rule of Recursive Speculative Decoding, Jeon et al. 2024; SpecInfer's
+    variant draws children with replacement and leaves the draft distribution unchanged).
 
     tokens [n], parents [n] (parents[0] == -1, parents[i] < i); draft_probs [n, V]: node i's
     children were drawn from draft_probs[i] sequentially WITHOUT replacement (what

@@ -7,7 +7,7 @@ reading `panel.result`.
 
 Cost model of the tree and batch panels: a forward pass costs `roofline_step_time` (memory roof vs
 compute roof, every verified token counted), so wide or deep trees and large batches pay for the
-tokens they verify; the tree panel can instead use this machine's measured cost curve
+tokens they verify; the tree panel can instead use a measured cost curve
 (`tree_spec.costs.CostCurve`). Drafting costs `draft_cost` decode steps per draft level (one draft
 forward per level, the whole frontier in it).
 """
@@ -131,9 +131,11 @@ class Panel(widgets.VBox):
 
 
 def _describe(values: dict) -> str:
-    """{"alpha": 0.8, "k": 4} -> "alpha = 0.8, k = 4" (floats with at most 4 significant digits)."""
+    """{"alpha": 0.8, "k": 4, "branching": ""} -> "alpha = 0.8, k = 4, branching = (none)" (floats with at most
+    4 significant digits; an empty text box reads "(none)")."""
+    shown = {name: "(none)" if value == "" else value for name, value in values.items()}
     return ", ".join(f"{name} = {value:.4g}" if isinstance(value, float) else f"{name} = {value}"
-                     for name, value in values.items())
+                     for name, value in shown.items())
 
 
 def _slider(description: str, value: float, lo: float, hi: float, step: float) -> widgets.ValueWidget:
@@ -154,7 +156,8 @@ def _verdict(speedup: float) -> str:
 # ---------------------------------------------------------------- chain: alpha, k, draft cost
 
 def chain_break_even_alpha(k: int, c: float) -> float | None:
-    """The alpha at which expected_speedup(alpha, k, c) = 1, i.e. E(alpha, k) = k * c + 1; None if c >= 1.
+    """The per-position alpha at which expected_speedup(alpha, k, c) = 1, i.e. E(alpha, k) = k * c + 1;
+    None if c >= 1. (In acceptance-ratio units the same point is c, from 1 + k * ratio = k * c + 1.)
 
     E rises monotonically from 1 (alpha = 0) to k + 1 (alpha = 1), so bisection finds the root.
     """
@@ -196,7 +199,8 @@ def _render_speedup(r: dict) -> str:
         else f"{r['break_even_alpha']:.3f}"
     return (
         f"tokens per verify E = {r['tokens_per_verify']:.2f} &nbsp;·&nbsp; wall time per token = "
-        f"{r['wall_time_per_token']:.3f} target passes &nbsp;·&nbsp; break-even α = {even}<br>{_verdict(r['speedup'])}"
+        f"{r['wall_time_per_token']:.3f} target passes &nbsp;·&nbsp; break-even per-position α = {even}<br>"
+        f"{_verdict(r['speedup'])}"
     )
 
 
@@ -228,7 +232,7 @@ def speedup_panel(alpha: float = 0.8, k: int = 4, c: float = 0.05) -> Panel:
 # ---------------------------------------------------------------- trees: shape, hit model, hardware, draft cost, batch
 
 IID, MEASURED = "i.i.d. candidates", "measured rank profile"
-THIS_MACHINE, H100 = "this machine (measured cost curve)", "H100 roofline (7B model)"
+MEASURED_CURVE, H100 = "measured cost curve", "H100 roofline (7B model)"
 
 
 def parse_branching(text: str | Sequence[int] | None) -> list[int] | None:
@@ -287,7 +291,7 @@ def tree_report(
     """A tree (`branching`, or `width` children per node for `depth` levels) per verify step.
 
     Hit model (`tree_hit_reach`): i.i.d. candidates at `hit_rate`, or a measured rank profile scaled by it.
-    Hardware: the roofline of `hw` (H100) at `context` cached tokens, or a measured CostCurve of this machine
+    Hardware: the roofline of `hw` (H100) at `context` cached tokens, or a measured CostCurve (it names its machine)
     (curve given): verify = curve.ms(batch * (nodes + 1)), decode = curve.ms(batch): on a CPU a batch of
     sequences costs about one forward over all their tokens (an approximation; the curve is measured at batch 1).
     expected_tokens = 1 + Σ reach (tokens per verify, the target's own token counted); draft_ms = levels ·
@@ -314,7 +318,7 @@ def tree_report(
         width=width, depth=len(shape), hit_rate=hit_rate, draft_cost=draft_cost, batch=batch,
         branching=shape, nodes=tree_node_count(shape), verify_tokens=tree_verify_tokens(shape, batch),
         reach=reach, expected_tokens=1 + sum(reach), hit_model=model,
-        hardware=f"this machine: {curve.summary()}" if curve is not None else H100,
+        hardware=f"measured: {curve.summary()}" if curve is not None else H100,
         decode_ms=decode * 1e3, verify_ms=verify * 1e3,
         draft_ms=len(shape) * draft_cost * decode * 1e3, speedup=tree_speedup, chain_speedup=chain,
     )
@@ -338,8 +342,8 @@ def tree_panel_report(
 ) -> dict:
     """The tree panel's callback: the controls' values -> tree_report (branching text overrides width x depth)."""
     r = tree_report(width, depth, hit_rate, draft_cost, batch, branching=branching,
-                    profile=profile if hit_model == MEASURED else None, curve=curve if hardware == THIS_MACHINE else None)
-    r.update(profile=r and (profile if hit_model == MEASURED else None), curve=curve if hardware == THIS_MACHINE else None,
+                    profile=profile if hit_model == MEASURED else None, curve=curve if hardware == MEASURED_CURVE else None)
+    r.update(profile=r and (profile if hit_model == MEASURED else None), curve=curve if hardware == MEASURED_CURVE else None,
              custom=parse_branching(branching) is not None, given_width=width, given_depth=depth)
     return r
 
@@ -360,7 +364,7 @@ def _draw_tree(r: dict) -> Figure:
     if not r.get("custom"):
         ax.plot([r["width"]], [r["depth"]], "o", ms=12, mfc="none", mec="k", mew=2)
     fig.colorbar(image, ax=ax, label="speedup (black line: 1×)")
-    where = "this machine" if r.get("curve") is not None else "H100 roofline"
+    where = f"measured on {r['curve'].hardware}" if r.get("curve") is not None else "H100 roofline"
     model = f"profile of {profile.drafter} ×{r['hit_rate'] / profile.reach([1])[0]:.2f}" if profile is not None \
         else f"i.i.d. hit rate {r['hit_rate']:.2f}"
     shown = f"; your branching {r['branching']}: {r['speedup']:.2f}×" if r.get("custom") else ""
@@ -373,15 +377,16 @@ def _draw_tree(r: dict) -> Figure:
 
 def tree_panel(
     width: int = 2, depth: int = 4, hit_rate: float | None = None, draft_cost: float | None = None, batch: int = 1,
-    branching: str = "", hit_model: str = MEASURED, hardware: str = THIS_MACHINE, profile: RankProfile | None = None,
+    branching: str = "", hit_model: str = MEASURED, hardware: str = MEASURED_CURVE, profile: RankProfile | None = None,
     curve: CostCurve | None = None,
 ) -> Panel:
     """A branching text box ("2,2,1,1"; empty: width x depth sliders), hit rate, draft cost, batch, hit model,
     hardware -> tree_panel_report, with a speedup map over full trees of width x depth.
 
-    Defaults: the shipped small draft's measured rank profile (models/tuned/small-model.json), this machine's
-    cost curve (models/costs/tiny-qwen3.json), hit rate = the profile's measured depth-1 top-1 rate (the
-    measurement unscaled), draft cost = the small draft's measured ms per level / decode step. Without those
+    Defaults: the shipped small draft's measured rank profile (models/tuned/small-model.json), the cost curve
+    recorded on the course's machine (models/costs/tiny-qwen3.json; pass `curve=` to use one measured here),
+    hit rate = the profile's measured depth-1 top-1 rate (the measurement unscaled), draft cost = the small
+    draft's measured ms per level / decode step. Without those
     files: i.i.d. candidates, the H100 roofline, hit rate 0.6, draft cost 0.05.
     """
     profile = profile if profile is not None else load_profile("small-model")
@@ -394,7 +399,7 @@ def tree_panel(
     if draft_cost is None:
         tuned = load_tuned("small-model")
         draft_cost = 0.05
-        if tuned is not None and hardware == THIS_MACHINE:
+        if tuned is not None and hardware == MEASURED_CURVE:
             measured = tuned["costs"]["draft_ms"] + tuned["costs"]["draft_per_node_ms"]
             draft_cost = round(measured / CostCurve.from_dict(tuned["cost_curve"]).decode_ms, 2)
     controls = {
@@ -407,7 +412,7 @@ def tree_panel(
         "batch": _slider("batch size", batch, 1, 256, 1),
         "hit_model": widgets.Dropdown(options=[MEASURED, IID] if profile is not None else [IID], value=hit_model,
                                       description="hit model", style={"description_width": "170px"}),
-        "hardware": widgets.Dropdown(options=[THIS_MACHINE, H100] if curve is not None else [H100], value=hardware,
+        "hardware": widgets.Dropdown(options=[MEASURED_CURVE, H100] if curve is not None else [H100], value=hardware,
                                      description="hardware", style={"description_width": "170px"}),
     }
     return Panel(controls, partial(tree_panel_report, profile=profile, curve=curve), _render_tree, _draw_tree)
@@ -424,8 +429,9 @@ def batch_report(
     """Chain speculation at one batch size on the roofline model (the chapter's table, one row).
 
     decode_ms: a step with 1 token per sequence; verify_ms: k + 1 tokens per sequence;
-    speedup = E * decode / (verify + k * draft_cost * decode); break_even_alpha: the alpha where that
-    speedup is 1 at this batch (None if even alpha = 1 does not pay).
+    speedup = E * decode / (verify + k * draft_cost * decode); break_even_alpha: the per-position alpha (of
+    E(alpha, k)) where that speedup is 1 at this batch (None if even alpha = 1 does not pay). The card's
+    break-even acceptance ratio at the same point is tree_spec.speedup.break_even_alpha(overhead, k).
     """
     decode = roofline_step_time(batch, 1, context, hw)
     verify = roofline_step_time(batch, k + 1, context, hw)
@@ -444,7 +450,7 @@ def _render_batch(r: dict) -> str:
     bound = "compute-bound" if r["compute_bound"] else "memory-bound"
     return (
         f"batch {r['batch']}: decode step {r['decode_ms']:.2f} ms, verify step ({r['k'] + 1} tokens/seq) "
-        f"{r['verify_ms']:.2f} ms ({bound}) &nbsp;·&nbsp; break-even α = {even}<br>{_verdict(r['speedup'])}"
+        f"{r['verify_ms']:.2f} ms ({bound}) &nbsp;·&nbsp; break-even per-position α = {even}<br>{_verdict(r['speedup'])}"
     )
 
 

@@ -9,5 +9,6 @@ def speedup(alpha: float, k: int, c: float) -> float:
 
 
 def break_even_alpha(verify_overhead: float, k: int) -> float:
-    """alpha at which (1 + k * alpha) / (1 + verify_overhead) = 1."""
+    """The acceptance ratio r (accepted / proposed; the card calls it alpha) at which
+    (1 + k * r) / (1 + verify_overhead) = 1."""
     raise NotImplementedError
