@@ -25,6 +25,13 @@ REPO = Path(__file__).resolve().parent.parent
 def pytest_configure(config):
     config.addinivalue_line("markers", "browser: drives JupyterLab in headless Chromium (skipped without chromium)")
 
+
+def pytest_collection_modifyitems(config, items):
+    """Slow tests first (a stable partition): xdist then hands the long ones (notebooks, the model switch, the
+    GPU-script dry run, minutes each) out first, and the many short ones fill both workers at the end, instead
+    of one worker finishing a notebook alone while the other idles."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
 TARGET_DIR = REPO / "models" / "tiny-qwen3"
 DRAFT_DIR = REPO / "models" / "tiny-qwen3-draft"
 
