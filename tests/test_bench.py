@@ -87,7 +87,7 @@ def test_bench_quick_sampling(folders, device):
     result = main(["--target", str(target), "--draft", "none", "--heads", str(root / "heads"), "--quick",
                    "--no-transformers", "--temperature", "1.0", "--device", device, "--out", str(out)])
     assert (out / "BENCHMARK_T1.md").is_file() and result["clock"] == clock_name(device)
-    assert all(r["tokens"] == 2 * 16 for r in result["rows"])
+    assert all(r["tokens"] == 1 * 16 for r in result["rows"])  # --quick: 1 prompt x 16 tokens
     assert all(r["tau"] >= 1.0 for r in result["rows"])
 
 

@@ -563,13 +563,13 @@ def main(argv: list[str] | None = None) -> dict:
                                                    "after torch.cuda.synchronize())")
     p.add_argument("--out", default=str(MODELS_DIR), help="output folder (default models/)")
     p.add_argument("--no-transformers", action="store_true", help="skip the transformers baselines")
-    p.add_argument("--quick", action="store_true", help="2 prompts x 16 tokens (for tests)")
+    p.add_argument("--quick", action="store_true", help="1 prompt x 16 tokens (for tests)")
     p.add_argument("--batch", help="batch sizes, e.g. 1,4,16: plain vs speculative tokens/s per batch size instead "
                                    "(tree_spec.batch.batch_benchmark; writes BENCHMARK_BATCH.md)")
     args = p.parse_args(argv)
     if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
         p.error(f"--device {args.device}: no CUDA GPU is visible to torch")
-    n_prompts, new_tokens = (2, 16) if args.quick else (args.prompts, args.new_tokens)
+    n_prompts, new_tokens = (1, 16) if args.quick else (args.prompts, args.new_tokens)
 
     threads_before = torch.get_num_threads()
     torch.set_num_threads(args.threads)
