@@ -269,8 +269,10 @@ def test_embedded_target_greedy_identity_on_50_prompts(embedded):
 @pytest.mark.xdist_group("embedded")
 @pytest.mark.parametrize("shape", CHAINS + TREES, ids=str)
 def test_embedded_target_greedy_identity_every_shape(embedded, shape):
-    """Chains k in {1, 2, 4, 8} and trees [1,1,1,1], [2,2,1,1], [3,3,2], [4], separate small draft."""
+    """Chains k in {1, 2, 4, 8} and trees [1,1,1,1], [2,2,1,1], [3,3,2], [4], separate small draft, on 16 of the
+    50 prompts (spread over the held-out files): the 50-prompt test above covers the two main configurations."""
     target, small, prompts_, expected = embedded
+    prompts_, expected = prompts_[::3][:16], expected[::3][:16]
     if isinstance(shape, int):
         outs = [speculative_generate(target, small, p, 16, k=shape) for p in prompts_]
     else:
