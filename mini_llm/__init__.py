@@ -4,12 +4,12 @@ from .cache import KVCache, StaticCache
 from .config import Config
 from .generate import generate, logits_to_probs, sample_next
 from .graphs import CapturedCall, StaticDecoder, static_generate
-from .load import load_model, load_tokenizer
+from .load import Tokenizer, load_model, load_tokenizer
 from .model import Transformer
 from .quant import fake_quant_int, quantized_copy
 
 __all__ = [
     "CapturedCall", "Config", "KVCache", "StaticCache", "StaticDecoder", "Transformer", "generate", "generate_batch",
     "logits_to_probs", "sample_next", "static_generate",
-    "fake_quant_int", "quantized_copy", "load_model", "load_tokenizer",
+    "fake_quant_int", "quantized_copy", "load_model", "load_tokenizer", "Tokenizer",
 ]

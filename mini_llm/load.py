@@ -1,6 +1,7 @@
 """Load a model or tokenizer by short name (a folder under `models/`) or by path."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -32,8 +33,47 @@ def load_model(
     return Transformer.from_pretrained(resolve_model_path(name_or_path), dtype=dtype, device=device)
 
 
-def load_tokenizer(name_or_path: str | Path = DEFAULT_MODEL):
-    """The model folder's tokenizer through `transformers.AutoTokenizer`, offline."""
-    from transformers import AutoTokenizer
+class Tokenizer:
+    """Text <-> token ids with a model folder's `tokenizer.json`, the file `transformers.AutoTokenizer` reads.
 
-    return AutoTokenizer.from_pretrained(str(resolve_model_path(name_or_path)), local_files_only=True)
+    It calls the `tokenizers` library directly: importing transformers costs seconds in every process (each
+    notebook kernel, each CLI run), and encode / decode here give AutoTokenizer's ids and text (tested).
+    """
+
+    def __init__(self, folder: str | Path) -> None:
+        import tokenizers
+
+        path = Path(folder) / "tokenizer.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"no tokenizer.json in {folder}: a model folder needs one next to config.json")
+        try:
+            self._tok = tokenizers.Tokenizer.from_file(str(path))
+        except Exception as err:  # the library raises a bare Exception on malformed JSON
+            raise ValueError(f"{path} is not a valid tokenizer file: {err}") from err
+        self.folder = Path(folder)
+
+    def __repr__(self) -> str:
+        return f"Tokenizer({str(self.folder)!r}, vocabulary {self.vocab_size:,})"
+
+    @property
+    def vocab_size(self) -> int:
+        """Entries in the vocabulary, special tokens included."""
+        return self._tok.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text` (special tokens as the file's post-processor adds them, like AutoTokenizer)."""
+        return self._tok.encode(text).ids
+
+    def decode(self, ids: int | Sequence[int] | torch.Tensor) -> str:
+        """The text of token ids (a list, a 1-d tensor or one id); special tokens are kept, as in AutoTokenizer."""
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else ids
+        return self._tok.decode([ids] if isinstance(ids, int) else [int(i) for i in ids], skip_special_tokens=False)
+
+    def get_vocab(self) -> dict[str, int]:
+        """Token string -> id, special tokens included."""
+        return self._tok.get_vocab(with_added_tokens=True)
+
+
+def load_tokenizer(name_or_path: str | Path = DEFAULT_MODEL) -> Tokenizer:
+    """The tokenizer of a model folder (by short name or path), offline."""
+    return Tokenizer(resolve_model_path(name_or_path))

@@ -1,4 +1,5 @@
 """Each shipped head in models/heads/ loads and reproduces the held-out acceptance its card records."""
+import functools
 import json
 
 import pytest
@@ -14,15 +15,23 @@ from .conftest import REPO
 HEADS = sorted(p.parent for p in (REPO / "models" / "heads").glob("*/config.json"))
 
 
+@functools.cache
+def held_out_greedy(n_prompts: int, new_tokens: int) -> tuple:
+    """(embedded target, n held-out prompts, their plain greedy continuations): the same for every head."""
+    target = load_model("tiny-qwen3")
+    prompts = held_out_prompts(load_tokenizer("tiny-qwen3"), n_prompts, chars=400)
+    expected = [generate(target, torch.tensor([p], device="cpu"), new_tokens)[0].tolist() for p in prompts]
+    return target, prompts, expected
+
+
 @pytest.mark.slow
+@pytest.mark.xdist_group("shipped-heads")  # one worker computes held_out_greedy once for every head
 @pytest.mark.parametrize("folder", HEADS, ids=lambda p: p.name)
 def test_head_reproduces_its_recorded_held_out_acceptance(folder):
     recorded = json.loads((folder / "config.json").read_text())["held_out"]
     setup = json.loads((folder / "train_log.json").read_text())["eval"]
-    target = load_model("tiny-qwen3")
+    target, prompts, expected = held_out_greedy(setup["prompts"], setup["new_tokens"])
     head = load_head_module(folder, target)
-    prompts = held_out_prompts(load_tokenizer("tiny-qwen3"), setup["prompts"], chars=400)
-    expected = [generate(target, torch.tensor([p], device="cpu"), setup["new_tokens"])[0].tolist() for p in prompts]
     got = evaluate(target, head, prompts, expected, setup["k"])  # also asserts greedy identity
     # Same greedy computation as at training time; another CPU's kernels can flip a near-tie argmax in
     # the head, moving a few of the ~60-120 draft decisions per position: allow 0.05 per position, 0.1 in tau.

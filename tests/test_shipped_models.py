@@ -36,6 +36,29 @@ def test_tokenizer_round_trips_every_held_out_file():
         assert tok.decode(tok.encode(text)) == text
 
 
+def test_tokenizer_gives_autotokenizers_ids_and_text():
+    """mini_llm's Tokenizer reads tokenizer.json with the `tokenizers` library; transformers' AutoTokenizer
+    reads the same file: the same ids, text and vocabulary, special tokens included."""
+    from transformers import AutoTokenizer
+
+    tok, auto = load_tokenizer("tiny-qwen3"), AutoTokenizer.from_pretrained(str(TARGET_DIR), local_files_only=True)
+    assert tok.get_vocab() == auto.get_vocab() and tok.vocab_size == len(auto)
+    for text in read_texts(build_corpus().held_out_files[:20]) + ["<|endoftext|>def f():\n\treturn 'é'<|endoftext|>"]:
+        ids = tok.encode(text)
+        assert ids == auto.encode(text, verbose=False)
+        assert tok.decode(ids) == auto.decode(ids) == tok.decode(torch.tensor(ids, device="cpu"))
+    eos = auto.convert_tokens_to_ids("<|endoftext|>")
+    assert tok.encode("<|endoftext|>") == [eos] and tok.decode(eos) == "<|endoftext|>"
+
+
+def test_tokenizer_file_missing_or_broken_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no tokenizer.json"):
+        load_tokenizer(tmp_path)
+    (tmp_path / "tokenizer.json").write_text('{"model": ')
+    with pytest.raises(ValueError, match="not a valid tokenizer file"):
+        load_tokenizer(tmp_path)
+
+
 def held_out_loss(model: Transformer, windows: torch.Tensor) -> float:
     with torch.no_grad():
         logits = model(windows[:, :-1])

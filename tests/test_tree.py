@@ -239,7 +239,7 @@ def held_out_prompts(name, n=50, length=24):
     tokenizer = load_tokenizer(MODELS / name)
     ids = []
     for text in read_texts(build_corpus().held_out_files[:20]):
-        ids += tokenizer.encode(text, verbose=False)
+        ids += tokenizer.encode(text)
     stride = (len(ids) - length) // n
     return [ids[i * stride: i * stride + length] for i in range(n)]
 

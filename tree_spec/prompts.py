@@ -18,7 +18,7 @@ def held_out_prompts(tokenizer, n: int = 16, chars: int = 600) -> list[list[int]
         cut = int(len(text) * 0.6)
         piece = text[cut - chars:cut]
         piece = piece[piece.find("\n") + 1:].rstrip()
-        prompts.append(tokenizer.encode(piece, verbose=False))
+        prompts.append(tokenizer.encode(piece))
     return prompts
 
 
@@ -33,7 +33,7 @@ def training_windows(tokenizer, n: int, length: int, seed: int = 0, per_file: in
     gen = torch.Generator().manual_seed(seed)
     windows: list[list[int]] = []
     for path in files[::step]:
-        ids = [i for text in read_texts([path]) for i in tokenizer.encode(text, verbose=False)]
+        ids = [i for text in read_texts([path]) for i in tokenizer.encode(text)]
         if len(ids) <= length:
             continue
         for _ in range(per_file):
