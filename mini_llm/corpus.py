@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import sysconfig
 from dataclasses import dataclass
@@ -43,14 +44,24 @@ def is_held_out(rel_path: str) -> bool:
     return int(hashlib.sha1(rel_path.encode()).hexdigest(), 16) % 100 < HELD_OUT_PERCENT
 
 
+def _python_files(root: Path) -> list[Path]:
+    """The `.py` files under root, without descending into site-packages, dist-packages or __pycache__
+    (site-packages holds the installed libraries, far more files than the stdlib itself)."""
+    files = []
+    for folder, subfolders, names in os.walk(root):
+        at_top = Path(folder) == root
+        subfolders[:] = [d for d in subfolders
+                         if d != "__pycache__" and not (at_top and d in ("site-packages", "dist-packages"))]
+        files += [Path(folder) / name for name in names if name.endswith(".py")]
+    return files
+
+
 def build_corpus(include_tests: bool = True, root: str | Path | None = None) -> Corpus:
     """List the stdlib's `.py` files (no site-packages), sorted, split by file. Same result every call."""
     root = Path(root or sysconfig.get_paths()["stdlib"])
     train, held_out = [], []
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(_python_files(root)):
         rel = path.relative_to(root)
-        if rel.parts[0] in ("site-packages", "dist-packages") or "__pycache__" in rel.parts:
-            continue
         if not include_tests and _is_test_path(rel):
             continue
         (held_out if is_held_out(rel.as_posix()) else train).append(path)
