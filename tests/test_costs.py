@@ -7,8 +7,8 @@ import torch
 
 from tests.spec_models import perturbed_copy, random_model
 from tree_spec.costs import (
-    COSTS_DIR, CostCurve, compare_profiles, forward_after, measure_drafter_cost, measure_target_costs, profile_forward,
-    profile_ops,
+    COSTS_DIR, CostCurve, compare_profiles, forward_after, forward_times_after, measure_drafter_cost,
+    measure_target_costs, profile_forward, profile_ops,
 )
 from tree_spec.drafters import ModelDrafter
 
@@ -58,6 +58,20 @@ def test_forward_after_times_the_forward_only_after_each_call_of_before():
     ms = forward_after(target, busy, n_new=3, context=8, repeats=4)
     assert len(calls) == 5 and 0 < ms < 30  # one warm-up + 4 timed, each right after `before`
     assert forward_after(target, lambda: None, n_new=3, context=8, repeats=4) > 0
+
+
+def test_forward_times_after_interleaves_the_conditions_round_by_round():
+    target, order = random_model(seed=6), []
+
+    def busy():  # 30 ms of CPU work that must not be counted
+        order.append("busy")
+        end = time.thread_time() + 0.03
+        while time.thread_time() < end:
+            pass
+
+    times = forward_times_after(target, {"alone": lambda: order.append("alone"), "busy": busy}, 3, 8, repeats=4)
+    assert order == ["alone", "busy"] * 5  # one warm-up round + 4 timed, the conditions taking turns
+    assert [len(v) for v in times.values()] == [4, 4] and all(0 < ms < 30 for v in times.values() for ms in v)
 
 
 def test_measure_drafter_cost_times_every_level():

@@ -28,7 +28,7 @@ import json
 import platform
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -316,22 +316,35 @@ def forward_after(
     timed right after calling `before()` (e.g. a chain's draft calls; `lambda: None` for back-to-back forwards).
 
     A decoding loop never runs two verify passes back to back: the drafter runs in between. On a CPU what ran
-    just before changes what a forward costs (what the caches hold, among others), so a curve timed back to back
-    can underestimate a real loop's verify passes; this measures both conditions the same way.
+    just before can change what a forward costs (what the caches hold, among others), so a curve timed back to
+    back can underestimate a real loop's verify passes. To compare conditions, time them in one interleaved
+    run with `forward_times_after`: separate calls drift apart with the machine's load.
     """
+    return statistics.median(forward_times_after(target, {"": before}, n_new, context, repeats)[""])
+
+
+def forward_times_after(
+    target: Transformer, conditions: Mapping[str, Callable[[], object]], n_new: int = 5, context: int = 128,
+    repeats: int = 30,
+) -> dict[str, list[float]]:
+    """ms (`device_clock`) of `repeats` target forwards over `n_new` tokens after `context` cached tokens per
+    condition, each timed right after calling that condition's `before()`. The conditions take turns within each
+    round, so round r of every list ran at the same moment: ratios of round-aligned entries cancel the machine's
+    drift. {name: before} -> {name: [ms per round]}."""
     clock, ids = device_clock(target.device), _context_ids(target, n_new, seed=2)
     cache = target.new_cache(batch_size=1, max_len=context + n_new)
-    times = []
+    times: dict[str, list[float]] = {name: [] for name in conditions}
     with one_thread(), torch.inference_mode():
         target(_context_ids(target, context), cache=cache)
-        for r in range(repeats + 1):  # the first is a warm-up
-            before()
-            start = clock()
-            target(ids, cache=cache)
-            if r:
-                times.append(1000 * (clock() - start))
-            cache.truncate(context)
-    return statistics.median(times)
+        for r in range(repeats + 1):  # the first round is a warm-up
+            for name, before in conditions.items():
+                before()
+                start = clock()
+                target(ids, cache=cache)
+                if r:
+                    times[name].append(1000 * (clock() - start))
+                cache.truncate(context)
+    return times
 
 
 @dataclass
