@@ -330,15 +330,17 @@ def forward_times_after(
     """ms (`device_clock`) of `repeats` target forwards over `n_new` tokens after `context` cached tokens per
     condition, each timed right after calling that condition's `before()`. The conditions take turns within each
     round, so round r of every list ran at the same moment: ratios of round-aligned entries cancel the machine's
-    drift. {name: before} -> {name: [ms per round]}."""
+    drift. The order rotates from round to round, so no condition always runs first (or always follows the
+    same one). {name: before} -> {name: [ms per round]}."""
     clock, ids = device_clock(target.device), _context_ids(target, n_new, seed=2)
     cache = target.new_cache(batch_size=1, max_len=context + n_new)
     times: dict[str, list[float]] = {name: [] for name in conditions}
     with one_thread(), torch.inference_mode():
         target(_context_ids(target, context), cache=cache)
+        names = list(conditions)
         for r in range(repeats + 1):  # the first round is a warm-up
-            for name, before in conditions.items():
-                before()
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                conditions[name]()
                 start = clock()
                 target(ids, cache=cache)
                 if r:
