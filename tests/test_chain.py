@@ -63,6 +63,21 @@ def test_two_rates_per_position_and_ratio():
     assert 1 + 4 * out.acceptance_ratio == pytest.approx(sum(a + 1 for a in (4, 1, 0)) / 3)
 
 
+def test_pooled_sums_first_then_takes_the_ratios():
+    short, long = SpecOutput(), SpecOutput(tokens=[1, 2, 3])
+    for accepted in (4, 1):
+        short.record_verify(accepted, proposed=4, depth=4)
+    long.record_verify(0, proposed=2, depth=2)
+    short.tokens, short.target_calls, short.draft_calls, long.draft_calls = list(range(10)), 5, 8, 2
+    pooled = SpecOutput.pooled([short, long])
+    assert pooled.tokens == list(range(10)) + [1, 2, 3] and pooled.target_calls == 6 and pooled.draft_calls == 10
+    assert pooled.tau == 13 / 6 != (short.tau + long.tau) / 2  # sums first: not the mean of 2.0 and 3.0
+    assert pooled.proposed_at_depth == [3, 3, 2, 2] and pooled.reached_at_depth == [3, 2, 1, 1]
+    assert pooled.accepted_at_depth == [2, 1, 1, 1] and pooled.alpha == 5 / 7
+    assert pooled.acceptance_ratio == 5 / 10 != (short.acceptance_ratio + long.acceptance_ratio) / 2
+    assert SpecOutput.pooled([]).tau == 0.0
+
+
 def test_sampled_chain_is_reproducible(target, draft):
     prompt = prompts(target.cfg.vocab_size, 1)[0]
     runs = [

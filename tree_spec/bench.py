@@ -278,21 +278,6 @@ def timed_forward(target: Transformer):
         del target.forward
 
 
-def _add_spec(total: SpecOutput | None, out: SpecOutput) -> SpecOutput:
-    """Sum of two runs' counters (tokens are not kept)."""
-    total = total or SpecOutput()
-    total.target_calls += out.target_calls
-    total.accepted_per_call += out.accepted_per_call
-    total.proposed += out.proposed
-    total.draft_calls += out.draft_calls
-    for name in ("accepted_at_depth", "proposed_at_depth", "reached_at_depth"):
-        mine, theirs = getattr(total, name), getattr(out, name)
-        mine += [0] * (len(theirs) - len(mine))
-        for d, v in enumerate(theirs):
-            mine[d] += v
-    return total
-
-
 def run_bench(methods: list[Method], prompts: list[list[int]], new_tokens: int, temperature: float, seed: int,
               target: Transformer, timer: ForwardTimer | None = None) -> None:
     """Run every method on every prompt, interleaved; accumulate each method's counters and time breakdown
@@ -328,7 +313,7 @@ def run_bench(methods: list[Method], prompts: list[list[int]], new_tokens: int, 
                 t["verify_ms"] += sum(ms for _, ms in forwards[1:])
                 t["draft_ms"] += sum(ms for _, _, ms in drafts)
             if out is not None:
-                method.spec = _add_spec(method.spec, out)
+                method.spec = SpecOutput.pooled([method.spec, out] if method.spec else [out])
             bar.update(1)
         if timer is not None:  # untimed forwards first: the methods' runs left the CPU caches cold
             timer.warm()

@@ -9,6 +9,7 @@ Two rates, never one symbol for both:
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -34,6 +35,26 @@ class SpecOutput:
     accepted_at_depth: list[int] = field(default_factory=list)
     proposed_at_depth: list[int] = field(default_factory=list)
     reached_at_depth: list[int] = field(default_factory=list)
+
+    @classmethod
+    def pooled(cls, outputs: Iterable[SpecOutput]) -> SpecOutput:
+        """Many runs as one: counters summed (per depth too), tokens concatenated, seconds added. τ, α and the
+        acceptance ratio of the result are then pooled over the runs, sums first and the ratio last, not a mean
+        of per-run rates: runs of (10 tokens, 5 target calls) and (2 tokens, 2 calls) pool to τ = 12 / 7."""
+        total = cls()
+        for out in outputs:
+            total.tokens += out.tokens
+            total.target_calls += out.target_calls
+            total.accepted_per_call += out.accepted_per_call
+            total.proposed += out.proposed
+            total.draft_calls += out.draft_calls
+            total.seconds += out.seconds
+            for name in ("accepted_at_depth", "proposed_at_depth", "reached_at_depth"):
+                mine, theirs = getattr(total, name), getattr(out, name)
+                mine += [0] * (len(theirs) - len(mine))
+                for d, count in enumerate(theirs):
+                    mine[d] += count
+        return total
 
     @property
     def tau(self) -> float:
