@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from mini_llm import generate
+from mini_llm import generate, logits_to_probs
 from tree_spec import (
     ModelDrafter, build_draft_tree, speculative_generate, tree_speculative_generate, validate_parents,
 )
@@ -180,6 +180,17 @@ def test_ngram_proposes_the_continuation_of_the_longest_matching_suffix():
     context, root = [4, 1, 5, 1, 6, 4, 1, 6], 1
     two = drafter.next_logits(context, [root], [-1], [0]).topk(2).indices[0].tolist()
     assert two == [6, 5]  # no longer suffix of "... 6 1" recurs; after "1" came 6 twice, 5 once
+
+
+def test_ngram_draft_mass_stays_on_the_continuations_at_any_serving_temperature():
+    drafter = NGramDrafter(vocab_size=4096)
+    lone = drafter.next_logits([7, 8, 9, 7, 8], [9], [-1], [0])  # "8 9" was followed by 7 only
+    shared = drafter.next_logits([4, 1, 5, 1, 6, 4, 1, 6], [1], [-1], [0])  # after "1": 6 twice, 5 once
+    for temperature in (0.7, 1.0, 1.5, 2.0):
+        assert logits_to_probs(lone, temperature)[0, 7].item() == 1.0  # a deterministic draft: accepted with p(x)
+        probs = logits_to_probs(shared, temperature)[0]
+        assert probs[[5, 6]].sum().item() == pytest.approx(1.0, abs=1e-6) and probs[6] > probs[5]
+    assert torch.equal(drafter.next_logits([1, 2, 3], [4], [-1], [0]), torch.zeros(1, 4096))  # no match: flat
 
 
 class PathDrafter(Drafter):

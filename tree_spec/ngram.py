@@ -29,20 +29,25 @@ def ngram_continuations(seq: Sequence[int], max_ngram: int = 4, min_ngram: int =
 
 
 class NGramDrafter(Drafter):
-    """Prompt lookup as a Drafter: logits are `boost + log(count)` for continuations, 0 elsewhere.
+    """Prompt lookup as a Drafter: a row's logits are log(count) for the continuations found, `FLOOR` elsewhere.
 
-    The scores only rank candidates (greedy trees take the top-w); under sampling they define a
-    proper draft distribution, so the lossless verifiers apply unchanged. With no match the scores
-    are flat and the proposal is arbitrary (it costs a verify slot, never correctness).
+    The scores rank candidates (greedy trees take the top-w). Under sampling they define a proper draft
+    distribution over the continuations only: `FLOOR` is low enough that no temperature moves draft mass onto
+    a token the text never continued with (a softmax gives it exactly 0 at any temperature up to ~90).
+    So a lone continuation is a deterministic draft, q = 1, accepted with the target's own probability p(x),
+    as vLLM's prompt lookup treats its drafts, and the lossless verifiers apply unchanged. With no match the
+    row is flat: the proposal is arbitrary (it costs a verify slot, never correctness).
     """
 
-    def __init__(self, vocab_size: int, max_ngram: int = 4, min_ngram: int = 1, boost: float = 12.0,
-                 window: int = 1024, device: torch.device | str = "cpu") -> None:
+    FLOOR = -1e4  # logit of a token that is not a continuation (finite: greedy scores stay free of inf / nan)
+
+    def __init__(self, vocab_size: int, max_ngram: int = 4, min_ngram: int = 1, window: int = 1024,
+                 device: torch.device | str = "cpu") -> None:
         super().__init__()
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
         self._vocab_size = vocab_size
-        self.max_ngram, self.min_ngram, self.boost, self.window = max_ngram, min_ngram, boost, window
+        self.max_ngram, self.min_ngram, self.window = max_ngram, min_ngram, window
         self._device = torch.device(device)
 
     def __repr__(self) -> str:
@@ -72,6 +77,8 @@ class NGramDrafter(Drafter):
                 node = parents[node]
             _, followers = ngram_continuations(recent + path[::-1], self.max_ngram, self.min_ngram)
             counts = Counter(followers)  # insertion order = most recent first, kept by most_common on ties
+            if counts:
+                logits[row] = self.FLOOR
             for rank, (token, count) in enumerate(counts.most_common()):
-                logits[row, token] = self.boost + math.log(count) - 1e-3 * rank
+                logits[row, token] = math.log(count) - 1e-3 * rank
         return logits.to(self._device)
