@@ -157,7 +157,7 @@ def test_biased_batch_sampler_is_detected(monkeypatch: pytest.MonkeyPatch) -> No
     assert max(p_values) < P_REJECT, p_values
 
 
-def test_batch_sweep_counts_every_token_and_finds_the_first_batch_below_one(target: Transformer) -> None:
+def test_batch_sweep_counts_every_token_and_finds_where_it_stays_below_one(target: Transformer) -> None:
     prompts = batch_of(3, target.cfg.vocab_size, seed=11)
     points = batch_sweep(target, NGramDrafter(target.cfg.vocab_size), prompts, (1, 4), 6, k=2)
     assert [p.batch for p in points] == [1, 4]
@@ -166,5 +166,7 @@ def test_batch_sweep_counts_every_token_and_finds_the_first_batch_below_one(targ
     assert all(p.plain_seconds > 0 and p.spec_seconds > 0 and p.target_calls >= p.batch for p in points)
     fake = [replace(points[0], batch=b, spec_seconds=points[0].plain_seconds * f) for b, f in ((1, 0.5), (2, 1.25), (4, 0.9))]
     assert [round(p.speedup, 6) for p in fake] == [2.0, 0.8, round(1 / 0.9, 6)]
-    assert crossover(fake) == 2 and crossover(fake[:1]) is None
+    assert crossover(fake[:2]) == 2 and crossover(fake[:1]) is None
+    assert crossover(fake) is None  # below 1x at B = 2, above at B = 4: a dip, not a crossover
+    assert crossover(fake + [replace(fake[1], batch=8), replace(fake[1], batch=16)]) == 8
     assert "| n-gram | 2 |" in batch_table({"n-gram": fake})

@@ -316,8 +316,12 @@ def plain_scaling(points: Sequence[BatchPoint]) -> dict[int, float]:
 
 
 def crossover(points: Sequence[BatchPoint]) -> int | None:
-    """The first measured batch size whose speculative speedup is below 1x (None if none is)."""
-    return next((p.batch for p in points if p.speedup < 1), None)
+    """The smallest measured batch size from which every speedup (points in batch order) stays below 1x; None
+    if the last one is not. A single dip below 1x followed by a win is timing noise, not a crossover."""
+    crossing = None
+    for p in points:
+        crossing = (crossing or p.batch) if p.speedup < 1 else None
+    return crossing
 
 
 def batch_table(points_by_drafter: dict[str, list[BatchPoint]]) -> str:

@@ -14,13 +14,12 @@ CPU time of the calling thread, which is where every op runs with one thread), m
 Every forward starts with `context` tokens already in the KV cache, like a verify pass in the middle
 of a generation. `python -m tree_spec.costs` measures the embedded target and writes its JSON.
 
-What the per-op profile shows on the embedded target (tiny-qwen3, CPU, fp32, context 128; `compare_profiles`,
-measured 2026-11-30 on the course machine): the 1 → 2 token jump comes from work that only exists when T > 1.
-The [T, S] attention mask is built (`ones` + `tril`) and repeated for the query groups in each of the 8 layers
-(`repeat`, about +0.3 ms), scaled_dot_product_attention runs with a mask (about +0.15 ms), and the grouped-query
-reshape of q copies instead of being a view (about +0.14 ms). The matrix products (`linear`) cost about the
-same for 1 and 2 rows: on this small model the per-op overhead, not the arithmetic, dominates them.
-Run `compare_profiles(target)` to print the numbers on your machine.
+What the per-op profile shows on the embedded target (tiny-qwen3, CPU, fp32, context 128; `compare_profiles`):
+some work exists only when T > 1: the [T, S] attention mask is built (`ones` + `tril`), turned into its additive
+form and `repeat`ed for the query groups, and scaled_dot_product_attention runs with it in each layer. That part is
+small (a few tenths of a ms). How much the matrix products (`linear`) grow from 1 to 2 rows depends on the machine's
+BLAS: about the same on the course's Intel machine (2026-11-30), about +45 % on an AMD EPYC (2026-12-01), where it
+is the largest change. Run `compare_profiles(target)` to print the numbers on your machine.
 """
 from __future__ import annotations
 
