@@ -10,7 +10,8 @@ import torch
 from mini_llm import Config, Transformer, generate, generate_batch
 from tree_spec import NGramDrafter, QuantizedSelfDrafter, batch_speculative_generate, speculative_generate
 from tree_spec import sampling
-from tree_spec.batch import batch_sweep, batch_table, crossover
+from tree_spec import batch as batch_module
+from tree_spec.batch import batch_sweep, batch_sweeps, batch_table, crossover
 from tree_spec.speedup import chi_square
 
 from .spec_models import perturbed_copy, random_model
@@ -170,3 +171,34 @@ def test_batch_sweep_counts_every_token_and_finds_where_it_stays_below_one(targe
     assert crossover(fake) is None  # below 1x at B = 2, above at B = 4: a dip, not a crossover
     assert crossover(fake + [replace(fake[1], batch=8), replace(fake[1], batch=16)]) == 8
     assert "| n-gram | 2 |" in batch_table({"n-gram": fake})
+
+
+@pytest.mark.parametrize("falling", [True, False], ids=["later-rounds-faster", "earlier-rounds-faster"])
+def test_batch_sweeps_share_the_plain_run_split_the_time_and_keep_the_fastest_round(target, monkeypatch, falling) -> None:
+    prompts, real_split = batch_of(2, target.cfg.vocab_size, seed=5), batch_module.time_split
+    totals = iter(range(100, 0, -1) if falling else range(1, 101))
+
+    def scripted(run, model, drafter=None):  # the real split, its total replaced by the next scripted one
+        result, split = real_split(run, model, drafter)
+        return result, replace(split, total_ms=float(next(totals)))
+
+    monkeypatch.setattr(batch_module, "time_split", scripted)
+    drafters = {"n-gram": NGramDrafter(target.cfg.vocab_size), "self": perturbed_copy(target)}
+    runs = batch_sweeps(target, drafters, prompts, (1, 2), 5, k=2, repeats=2)
+    # one call per batch: per round, B = 1 runs plain, n-gram, self on 2 batches each, then B = 2 on one batch each
+    # (calls 0-8 in round 1, 9-17 in round 2); each run keeps its faster round
+    if falling:
+        plain, ngram, self_ = [91 + 90, 85], [89 + 88, 84], [87 + 86, 83]
+    else:
+        plain, ngram, self_ = [1 + 2, 7], [3 + 4, 8], [5 + 6, 9]
+    assert [p.plain_time.total_ms for p in runs["n-gram"]] == [p.plain_time.total_ms for p in runs["self"]] == plain
+    assert [p.spec_time.total_ms for p in runs["n-gram"]] == ngram and [p.spec_time.total_ms for p in runs["self"]] == self_
+    for p in runs["n-gram"] + runs["self"]:
+        assert p.plain_seconds == p.plain_time.total_ms / 1000 and p.spec_seconds == p.spec_time.total_ms / 1000
+        assert p.identical and p.plain_time.draft_ms == 0 < p.spec_time.draft_ms
+        batches = 2 // p.batch                   # one prefill per batch, plain and speculative
+        assert sum(p.plain_time.prefill_sizes.values()) == batches == sum(p.spec_time.prefill_sizes.values())
+        assert p.plain_time.forwards == batches * (5 - 1) and set(p.plain_time.forward_sizes) == {1}
+        assert set(p.spec_time.forward_sizes) <= {1, 2, 3}        # a verify pass: the root + up to k = 2 drafts
+        passes = p.target_calls - p.rows        # verify passes summed over rows; a batch's pass serves all its rows
+        assert p.spec_time.forwards == passes if p.batch == 1 else passes / 2 <= p.spec_time.forwards <= passes

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from tests.spec_models import perturbed_copy, random_model
+from tree_spec import speculative_generate
 from tree_spec.costs import (
-    COSTS_DIR, CostCurve, compare_profiles, forward_after, forward_times_after, measure_drafter_cost,
-    measure_target_costs, profile_forward, profile_ops,
+    COSTS_DIR, CostCurve, TimeSplit, compare_profiles, forward_after, forward_times_after, measure_drafter_cost,
+    matmul_split, measure_target_costs, profile_forward, profile_ops, time_split,
 )
 from tree_spec.drafters import ModelDrafter
 
@@ -74,6 +75,23 @@ def test_forward_times_after_interleaves_the_conditions_round_by_round():
     assert [len(v) for v in times.values()] == [4, 4] and all(0 < ms < 30 for v in times.values() for ms in v)
 
 
+def test_time_split_accounts_for_every_forward_and_draft_call():
+    target, drafter = random_model(seed=4), ModelDrafter(perturbed_copy(random_model(seed=4)))
+    out, split = time_split(lambda: speculative_generate(target, drafter, list(range(10)), 12, k=3), target, drafter)
+    assert split.prefill_sizes == {10: 1} and split.forwards == out.target_calls - 1  # the rest are verify passes
+    assert set(split.forward_sizes) <= {1, 2, 3, 4} and min(split.prefill_ms, split.forward_ms, split.draft_ms) > 0
+    assert split.rest_ms == pytest.approx(split.total_ms - split.prefill_ms - split.forward_ms - split.draft_ms)
+    assert 0 <= split.rest_ms < split.total_ms  # the parts are timed inside the whole, on one clock
+    assert [method for method, *_ in split.draft_calls].count("next_logits") == out.draft_calls  # one per draft level
+    assert split.draft_ms == pytest.approx(sum(ms for *_, ms in split.draft_calls))
+    pooled = split + split
+    assert pooled.forward_sizes == {n: 2 * c for n, c in split.forward_sizes.items()}
+    assert pooled.draft_calls == split.draft_calls * 2
+    assert pooled.total_ms == 2 * split.total_ms and pooled.rest_ms == pytest.approx(2 * split.rest_ms)
+    _, plain = time_split(lambda: None, target)  # no forward, no drafter: everything is the rest
+    assert plain == TimeSplit(plain.total_ms) and plain.rest_ms == plain.total_ms
+
+
 def test_measure_drafter_cost_times_every_level():
     target = random_model(seed=4)
     cost = measure_drafter_cost(ModelDrafter(perturbed_copy(target)), target, list(range(10)), new_tokens=12,
@@ -101,6 +119,19 @@ def test_profile_ops_returns_the_result_and_exact_op_counts():
     assert ops["scaled_dot_product_attention"][1] == layers     # one attention call per layer
     assert ops["linear"][1] == 7 * layers + 1                   # q, k, v, o, gate, up, down per layer + the LM head
     assert all(ms >= 0 for ms, _ in ops.values())
+    with torch.inference_mode():
+        _, shaped = profile_ops(lambda: target(ids), by_shape=True)
+    hidden, vocab = target.cfg.hidden_size, target.cfg.vocab_size
+    lm_head = [calls for (op, shapes), (_, calls) in shaped.items() if op == "linear" and shapes[1] == (vocab, hidden)]
+    assert lm_head == [1] and all(shapes[0][:2] == (1, 3) for (op, shapes) in shaped if op == "linear")  # [1, 3, in]
+    assert sum(calls for (op, _), (_, calls) in shaped.items() if op == "linear") == ops["linear"][1]
+
+
+def test_matmul_split_sums_the_profile_into_matmuls_and_the_rest():
+    target = random_model(seed=5)
+    split = matmul_split(target, n=1, context=8, repeats=2)
+    assert split.op_calls > 7 * target.cfg.num_hidden_layers + 1 and split.matmul_ms > 0 and split.other_ms > 0
+    assert split.total_ms == split.matmul_ms + split.other_ms
 
 
 def test_recorded_curve_of_the_embedded_target():

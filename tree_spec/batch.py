@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 
 import torch
 
 from mini_llm import Transformer, logits_to_probs, sample_next
 from mini_llm.batch import _token_lists, extend_rows, generate_batch
 
-from .costs import clock_name, device_clock, hardware_name
+from .costs import TimeSplit, clock_name, hardware_name, time_split
 from .drafters import Drafter, ModelDrafter, _common_prefix
 from .output import SpecOutput
 from .sampling import verify_chain
@@ -45,6 +45,10 @@ class BatchModelDrafter:
     @property
     def vocab_size(self) -> int:
         return self.model.cfg.vocab_size
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
 
     def start(self, batch_size: int, max_len: int) -> None:
         self.cache = self.model.new_cache(batch_size=batch_size, max_len=max_len)
@@ -96,6 +100,10 @@ class PerRowDrafter:
     @property
     def vocab_size(self) -> int:
         return self.template.vocab_size
+
+    @property
+    def device(self) -> torch.device:
+        return self.template.device
 
     @property
     def calls(self) -> int:
@@ -245,6 +253,10 @@ class BatchPoint:
     proposed: int          # draft tokens sent to the target, summed over rows
     accepted: int          # of which accepted
     identical: bool        # greedy: every speculative row equals its plain row
+    plain_time: TimeSplit | None = None   # where the kept plain run's time went (summed over its batches)
+    spec_time: TimeSplit | None = None    # the same for the kept speculative run
+    plain_ms_rounds: tuple[float, ...] = ()   # the plain run's total ms in every round (the kept one is the least)
+    spec_ms_rounds: tuple[float, ...] = ()
 
     @property
     def plain_tps(self) -> float:
@@ -277,35 +289,69 @@ def batch_sweep(
     batches: Sequence[int],
     max_new_tokens: int,
     k: int = 4,
+    repeats: int = 1,
 ) -> list[BatchPoint]:
-    """Greedy tokens per second of `generate_batch` and `batch_speculative_generate` at each batch size B:
-    tokens generated / time of the calls, prefill included.
+    """`batch_sweeps` for one drafter."""
+    return batch_sweeps(target, {"": drafter}, prompts, batches, max_new_tokens, k, repeats)[""]
+
+
+def batch_sweeps(
+    target: Transformer,
+    drafters: Mapping[str, Drafter | Transformer],
+    prompts: Sequence[Sequence[int]],
+    batches: Sequence[int],
+    max_new_tokens: int,
+    k: int = 4,
+    repeats: int = 1,
+) -> dict[str, list[BatchPoint]]:
+    """Greedy tokens per second of `generate_batch` and of `batch_speculative_generate` with each drafter, at
+    each batch size B: tokens generated / time of the calls, prefill included -> {drafter name: [BatchPoint]}.
 
     Every B decodes the same rows: all the prompts, in consecutive batches of B (the last may be smaller),
     cycled to fill one batch when B > len(prompts). So the rows' content, and with it τ, is the same at
-    every B, and the speedup curve shows the batch size alone. Time is the thread's CPU time on a CPU (run
-    torch with one thread: other processes on a shared machine then cannot inflate it), synchronized wall
-    time on CUDA. The two runs alternate per B.
+    every B, and the speedup curve shows the batch size alone. The plain run is shared by the drafters. Time is
+    the thread's CPU time on a CPU (run torch with one thread: the time other processes run then does not count,
+    though they still slow this thread through shared caches), synchronized wall time on CUDA, split into prefill, forwards, drafting and the rest
+    (`costs.time_split`). `repeats` rounds each time every B once, plain and then each drafter; each run keeps its
+    fastest round (noise on a shared machine only adds time).
     """
-    clock = device_clock(target.device)
+    draft_by_name = {name: as_batch_drafter(d) for name, d in drafters.items()}
+    sizes = list(batches)
+    best: dict[tuple[str | None, int], tuple[list, TimeSplit]] = {}   # (drafter or None for plain, B) -> fastest
+    rounds: dict[tuple[str | None, int], list[float]] = {}            # the same key -> total ms of every round
 
-    def timed(fn):
-        start = clock()
-        result = fn()
-        return result, clock() - start
+    def keep(key, result, split):
+        rounds.setdefault(key, []).append(split.total_ms)
+        if key not in best or split.total_ms < best[key][1].total_ms:
+            best[key] = (result, split)
 
-    points = []
-    for B in batches:
-        rows = [list(prompts[i % len(prompts)]) for i in range(max(B, len(prompts)))]
-        chunks = [rows[i:i + B] for i in range(0, len(rows), B)]
-        plain, plain_s = timed(lambda: [t for c in chunks for t in generate_batch(target, c, max_new_tokens)])
-        outs, spec_s = timed(lambda: [o for c in chunks
-                                      for o in batch_speculative_generate(target, drafter, c, max_new_tokens, k=k)])
-        points.append(BatchPoint(
-            B, len(rows), sum(map(len, plain)), plain_s, sum(len(o.tokens) for o in outs), spec_s,
-            sum(o.target_calls for o in outs), sum(o.proposed for o in outs),
-            sum(sum(o.accepted_per_call) for o in outs), [o.tokens for o in outs] == plain,
-        ))
+    def run_chunks(chunks, fn, drafter=None):
+        results, total = [], TimeSplit()
+        for chunk in chunks:
+            out, split = time_split(lambda: fn(chunk), target, drafter)
+            results += out
+            total += split
+        return results, total
+
+    for _ in range(repeats):
+        for B in sizes:
+            rows = [list(prompts[i % len(prompts)]) for i in range(max(B, len(prompts)))]
+            chunks = [rows[i:i + B] for i in range(0, len(rows), B)]
+            keep((None, B), *run_chunks(chunks, lambda c: generate_batch(target, c, max_new_tokens)))
+            for name, draft in draft_by_name.items():
+                keep((name, B), *run_chunks(
+                    chunks, lambda c: batch_speculative_generate(target, draft, c, max_new_tokens, k=k), draft))
+    points = {}
+    for name in draft_by_name:
+        points[name] = []
+        for B in sizes:
+            (plain, plain_time), (outs, spec_time) = best[(None, B)], best[(name, B)]
+            points[name].append(BatchPoint(
+                B, len(plain), sum(map(len, plain)), plain_time.total_ms / 1000, sum(len(o.tokens) for o in outs),
+                spec_time.total_ms / 1000, sum(o.target_calls for o in outs), sum(o.proposed for o in outs),
+                sum(sum(o.accepted_per_call) for o in outs), [o.tokens for o in outs] == plain, plain_time, spec_time,
+                tuple(rounds[(None, B)]), tuple(rounds[(name, B)]),
+            ))
     return points
 
 
@@ -359,7 +405,7 @@ def batch_benchmark(
     if draft_name != "none":
         drafters[f"small model ({draft_name})"] = load_model(draft_name, device=device)
     drafters["INT4 quantized self"] = QuantizedSelfDrafter(target)
-    runs = {name: batch_sweep(target, d, prompts, batches, new_tokens, k=k) for name, d in drafters.items()}
+    runs = batch_sweeps(target, drafters, prompts, batches, new_tokens, k=k)
     clock = clock_name(target.device)
     text = (f"# Batched decoding: plain vs chain speculation (k = {k}), {target_name}\n\n"
             f"{n_prompts} held-out prompts at every batch size B (in batches of B; cycled to fill a batch larger than "
@@ -367,11 +413,11 @@ def batch_benchmark(
             f"{hardware_name(target.device)}, {torch.get_num_threads()} torch thread(s), {clock}; tokens/s = "
             f"tokens generated / time of the calls, prefill included. Command: `python -m tree_spec.bench --batch "
             f"{','.join(map(str, batches))} --prompts {n_prompts} --new-tokens {new_tokens} --device {device}`."
-            f"\n\n{batch_table(runs)}\n\nPlain `generate_batch` tokens/s over its tokens/s at B = {batches[0]}, per sweep: "
-            + "; ".join(f"{name}: " + ", ".join(f"B = {b}: {r:.2f}×" for b, r in plain_scaling(points).items())
-                        for name, points in runs.items()) + "\n")
+            f"\n\n{batch_table(runs)}\n\nPlain `generate_batch` tokens/s over its tokens/s at B = {batches[0]} (one "
+            f"plain run per B, shared by the drafters): "
+            + ", ".join(f"B = {b}: {r:.2f}×" for b, r in plain_scaling(next(iter(runs.values()))).items()) + "\n")
     print(text)
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "BENCHMARK_BATCH.md").write_text(text)
-    return {name: [vars(p) | dict(speedup=p.speedup) for p in points] for name, points in runs.items()}
+    return {name: [asdict(p) | dict(speedup=p.speedup) for p in points] for name, points in runs.items()}

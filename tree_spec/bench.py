@@ -6,7 +6,8 @@
 
 Methods run interleaved per prompt (plain greedy, then each method, prompt after prompt), so their
 ms/token ratios come from the same conditions. Timing: one torch thread and the thread's CPU time
-(`time.thread_time`), so other processes on the machine change the numbers little; with `--device cuda`,
+(`time.thread_time`), which leaves out the time other processes run, though not how they slow this thread
+through shared caches and memory bandwidth (interleaving spreads that over all methods); with `--device cuda`,
 wall time read after `torch.cuda.synchronize()` (`tree_spec.costs.device_clock`).
 
 Main table: τ (tokens per target call, counting the target's own token; plain = 1.00), α (the per-position
@@ -35,9 +36,7 @@ import argparse
 import json
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,7 +48,7 @@ from mini_llm.load import MODELS_DIR, resolve_model_path
 
 from .batch import batch_benchmark
 from .chain import speculative_generate
-from .costs import DEFAULT_NEW_TOKENS, CostCurve, ForwardTimer, clock_name, device_clock, hardware_name, timed_drafter
+from .costs import DEFAULT_NEW_TOKENS, CostCurve, ForwardTimer, TimeSplit, clock_name, hardware_name, time_split
 from .drafters import Drafter, ModelDrafter, QuantizedSelfDrafter
 from .dynamic import dynamic_tree_speculative_generate
 from .head_io import load_head
@@ -92,9 +91,8 @@ class Method:
     chain: bool = False
     shape: tuple[int, ...] | None = None
     spec: SpecOutput | None = None  # counters summed over the prompts
-    totals: dict = field(default_factory=lambda: dict(
-        tokens=0, ms=0.0, identical=0, prompts=0, prefill_ms=0.0, verify_ms=0.0, draft_ms=0.0, draft_work_calls=0,
-        prefill_sizes=Counter(), verify_sizes=Counter()))
+    totals: dict = field(default_factory=lambda: dict(tokens=0, identical=0, prompts=0))
+    time: TimeSplit = field(default_factory=TimeSplit)  # summed over the prompts; its forwards are verify passes
 
 
 def _gen(seed: int, device: torch.device) -> torch.Generator:
@@ -257,34 +255,12 @@ def hf_methods(target_path: Path, draft_path: Path | None, device: torch.device 
     return methods
 
 
-@contextmanager
-def timed_forward(target: Transformer):
-    """Inside the block, every target forward appends (new tokens T, ms of `device_clock(target.device)`) to the
-    yielded list."""
-    record: list[tuple[int, float]] = []
-    clock = device_clock(target.device)
-
-    def timed(ids, *args, **kwargs):
-        start = clock()
-        try:
-            return type(target).forward(target, ids, *args, **kwargs)
-        finally:
-            record.append((ids.shape[1], 1000 * (clock() - start)))
-
-    target.forward = timed
-    try:
-        yield record
-    finally:
-        del target.forward
-
-
 def run_bench(methods: list[Method], prompts: list[list[int]], new_tokens: int, temperature: float, seed: int,
               target: Transformer, timer: ForwardTimer | None = None) -> None:
     """Run every method on every prompt, interleaved; accumulate each method's counters and time breakdown
     (prefill, verify forwards, drafter work; thread CPU time, or synchronized wall time when the target is on
     CUDA) in place. After each prompt, `timer` samples the target's cost curve once more, so the curve is
     measured under the same conditions as the runs."""
-    clock = device_clock(target.device)
     for method in methods:  # warm-up: lazy imports, allocator, first-call overheads
         method.run(prompts[0][:16], 4, temperature, seed)
     if timer is not None:
@@ -294,24 +270,14 @@ def run_bench(methods: list[Method], prompts: list[list[int]], new_tokens: int, 
     for i, prompt in enumerate(prompts):
         reference = None
         for method in methods:
-            with ExitStack() as stack:
-                forwards = stack.enter_context(timed_forward(target))
-                drafts = stack.enter_context(timed_drafter(method.drafter)) if method.drafter is not None else []
-                start = clock()
-                tokens, out = method.run(prompt, new_tokens, temperature, seed + i)
-                ms = 1000 * (clock() - start)
+            (tokens, out), split = time_split(lambda: method.run(prompt, new_tokens, temperature, seed + i), target,
+                                              method.drafter)
             reference = tokens if reference is None else reference
             t = method.totals
             t["tokens"] += len(tokens)
-            t["ms"] += ms
             t["prompts"] += 1
             t["identical"] += tokens == reference
-            if forwards:  # a mini_llm method: the first forward is the prefill, the rest are verify (decode) passes
-                t["prefill_sizes"][forwards[0][0]] += 1
-                t["prefill_ms"] += forwards[0][1]
-                t["verify_sizes"].update(n for n, _ in forwards[1:])
-                t["verify_ms"] += sum(ms for _, ms in forwards[1:])
-                t["draft_ms"] += sum(ms for _, _, ms in drafts)
+            method.time += split  # a transformers baseline runs no mini_llm forward: only its total counts
             if out is not None:
                 method.spec = SpecOutput.pooled([method.spec, out] if method.spec else [out])
             bar.update(1)
@@ -338,20 +304,20 @@ def predicted_tau(per_depth: list[float], chain: bool) -> float:
 
 def reconcile(method: Method, curve: CostCurve) -> dict | None:
     """Predicted vs measured ms/token for a mini_llm method (None for the transformers baselines)."""
-    t = method.totals
-    passes = sum(t["verify_sizes"].values())
-    if not t["prefill_sizes"] or not passes:
+    t, split = method.totals, method.time
+    passes = split.forwards
+    if not split.prefill_sizes or not passes:
         return None
     per_depth = per_depth_acceptance(method.spec, method.chain, passes)
     tau = predicted_tau(per_depth, method.chain)
-    verify_curve = sum(curve.ms(n) * c for n, c in t["verify_sizes"].items()) / passes
-    draft = t["draft_ms"] / passes
-    prefill = sum(curve.ms(n) * c for n, c in t["prefill_sizes"].items())
+    verify_curve = sum(curve.ms(n) * c for n, c in split.forward_sizes.items()) / passes
+    draft = split.draft_ms / passes
+    prefill = sum(curve.ms(n) * c for n, c in split.prefill_sizes.items())
     predicted_passes = (t["tokens"] - t["prompts"]) / tau  # the prefill commits each prompt's first token
     predicted = (prefill + predicted_passes * (draft + verify_curve)) / t["tokens"]
-    measured = t["ms"] / t["tokens"]
-    verify_measured = t["verify_ms"] / passes
-    overhead = (t["ms"] - t["prefill_ms"] - t["verify_ms"] - t["draft_ms"]) / passes
+    measured = split.total_ms / t["tokens"]
+    verify_measured = split.forward_ms / passes
+    overhead = split.rest_ms / passes
     gap = predicted / measured - 1
     note = "within ±15 %"
     if abs(gap) > TOLERANCE:
@@ -370,7 +336,7 @@ def reconcile(method: Method, curve: CostCurve) -> dict | None:
     return dict(
         per_depth=per_depth, per_depth_kind="α at depth d" if method.chain else "fraction of passes accepting depth d",
         predicted_tau=tau, measured_tau_per_pass=(t["tokens"] - t["prompts"]) / passes,
-        nodes_per_pass=sum(n * c for n, c in t["verify_sizes"].items()) / passes,
+        nodes_per_pass=sum(n * c for n, c in split.forward_sizes.items()) / passes,
         draft_ms_per_pass=draft, verify_ms_per_pass_curve=verify_curve, verify_ms_per_pass_measured=verify_measured,
         overhead_ms_per_pass=overhead, predicted_ms_per_token=predicted, measured_ms_per_token=measured, gap=gap,
         note=note,
@@ -380,12 +346,11 @@ def reconcile(method: Method, curve: CostCurve) -> dict | None:
 def summarize(methods: list[Method], curve: CostCurve | None = None) -> list[dict]:
     """One row per method: τ, both acceptance rates, calls, ms/token, speedup vs the first method (plain greedy),
     identical, and the reconciliation against `curve`."""
-    base = methods[0].totals
-    base_ms = base["ms"] / base["tokens"]
+    base_ms = methods[0].time.total_ms / methods[0].totals["tokens"]
     rows = []
     for m in methods:
         t, spec = m.totals, m.spec
-        ms = t["ms"] / t["tokens"]
+        ms = m.time.total_ms / t["tokens"]
         plain = m.name.startswith("plain")
         target_calls = spec.target_calls if spec else (t["tokens"] if plain else None)
         rows.append(dict(

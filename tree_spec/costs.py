@@ -9,8 +9,9 @@ For notebook 00 (and every notebook that needs "what does a verify cost here"):
     print(compare_profiles(target, 1, 2))             # ops whose time jumps between 1 and 2 new tokens
     CostCurve.from_json("models/costs/tiny-qwen3.json")   # the curve recorded on the course machine
 
-Timing method (robust to other processes on the machine): one torch thread, `time.thread_time()` (the
-CPU time of the calling thread, which is where every op runs with one thread), median of `repeats`.
+Timing method: one torch thread, `time.thread_time()` (the CPU time of the calling thread, which is where every op
+runs with one thread), median of `repeats`. The time other processes run is not counted, but they still slow this
+thread through shared caches, memory bandwidth and SMT siblings, so the same measurement varies run to run.
 Every forward starts with `context` tokens already in the KV cache, like a verify pass in the middle
 of a generation. `python -m tree_spec.costs` measures the embedded target and writes its JSON.
 
@@ -27,10 +28,12 @@ import json
 import platform
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -42,6 +45,7 @@ from .topology import tree_mask
 
 DEFAULT_NEW_TOKENS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 COSTS_DIR = Path(__file__).resolve().parent.parent / "models" / "costs"
+T = TypeVar("T")
 
 
 def hardware_name(device: torch.device | str | None = None) -> str:
@@ -401,6 +405,77 @@ def timed_drafter(drafter: Drafter) -> Iterator[list[tuple[str, int, float]]]:
             delattr(drafter, name)  # back to the class methods
 
 
+@contextmanager
+def timed_forward(target: Transformer) -> Iterator[list[tuple[int, float]]]:
+    """Inside the block, every target forward appends (new tokens T, ms of `device_clock(target.device)`) to the
+    yielded list."""
+    record: list[tuple[int, float]] = []
+    clock = device_clock(target.device)
+
+    def timed(ids, *args, **kwargs):
+        start = clock()
+        try:
+            return type(target).forward(target, ids, *args, **kwargs)
+        finally:
+            record.append((ids.shape[1], 1000 * (clock() - start)))
+
+    target.forward = timed
+    try:
+        yield record
+    finally:
+        del target.forward
+
+
+@dataclass
+class TimeSplit:
+    """Where the time of one or more generations went, in ms of `device_clock`; `a + b` pools two.
+
+    A generation's first target forward is its prefill; the later ones are its decode steps (plain) or verify
+    passes (speculative). `rest_ms` is everything else the loop did: sampling, acceptance, cache moves, Python.
+    """
+
+    total_ms: float = 0.0
+    prefill_ms: float = 0.0
+    forward_ms: float = 0.0       # the target forwards after the prefill
+    draft_ms: float = 0.0         # the drafter's work methods (`timed_drafter`)
+    prefill_sizes: Counter = field(default_factory=Counter)   # new tokens per row of a prefill -> prefills
+    forward_sizes: Counter = field(default_factory=Counter)   # new tokens per row of a later forward -> forwards
+    draft_calls: list = field(default_factory=list)   # (method, frontier width or 0, ms) per drafter call, in order
+
+    @property
+    def forwards(self) -> int:
+        """Target forwards after the prefill."""
+        return sum(self.forward_sizes.values())
+
+    @property
+    def rest_ms(self) -> float:
+        return self.total_ms - self.prefill_ms - self.forward_ms - self.draft_ms
+
+    def __add__(self, other: TimeSplit) -> TimeSplit:
+        return TimeSplit(self.total_ms + other.total_ms, self.prefill_ms + other.prefill_ms,
+                         self.forward_ms + other.forward_ms, self.draft_ms + other.draft_ms,
+                         self.prefill_sizes + other.prefill_sizes, self.forward_sizes + other.forward_sizes,
+                         self.draft_calls + other.draft_calls)
+
+
+def time_split(run: Callable[[], T], target: Transformer, drafter: object | None = None) -> tuple[T, TimeSplit]:
+    """`run()` once (one generation), timed whole and by part -> (its result, the TimeSplit). Target forwards are
+    timed by `timed_forward`, the drafter's work methods (if a drafter is given) by `timed_drafter`; one clock,
+    `device_clock(target.device)`."""
+    clock = device_clock(target.device)
+    with ExitStack() as stack:
+        forwards = stack.enter_context(timed_forward(target))
+        calls = stack.enter_context(timed_drafter(drafter)) if drafter is not None else []
+        start = clock()
+        result = run()
+        total_ms = 1000 * (clock() - start)
+    split = TimeSplit(total_ms, draft_ms=sum(ms for _, _, ms in calls), draft_calls=list(calls))
+    if forwards:
+        split.prefill_ms, split.prefill_sizes = forwards[0][1], Counter([forwards[0][0]])
+        split.forward_ms, split.forward_sizes = sum(ms for _, ms in forwards[1:]), Counter(n for n, _ in forwards[1:])
+    return result, split
+
+
 def measure_drafter_cost(
     drafter: Drafter | Transformer,
     target: Transformer,
@@ -431,40 +506,44 @@ def measure_drafter_cost(
 
 
 class _OpTimer(TorchDispatchMode):
-    """Accumulates the thread CPU ms and the call count of every aten op run inside it."""
+    """Accumulates the thread CPU ms and the call count of every aten op run inside it, keyed by the op's name,
+    or with `by_shape` by (name, the shapes of its tensor arguments)."""
 
-    def __init__(self) -> None:
+    def __init__(self, by_shape: bool = False) -> None:
         super().__init__()
-        self.ms: dict[str, float] = {}
-        self.calls: dict[str, int] = {}
+        self.by_shape = by_shape
+        self.ms: dict = {}
+        self.calls: dict = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         start = time.thread_time()
         out = func(*args, **(kwargs or {}))
-        name = func.overloadpacket.__name__
-        self.ms[name] = self.ms.get(name, 0.0) + 1000 * (time.thread_time() - start)
-        self.calls[name] = self.calls.get(name, 0) + 1
+        key = func.overloadpacket.__name__
+        if self.by_shape:
+            key = (key, tuple(tuple(a.shape) for a in args if torch.is_tensor(a)))
+        self.ms[key] = self.ms.get(key, 0.0) + 1000 * (time.thread_time() - start)
+        self.calls[key] = self.calls.get(key, 0) + 1
         return out
 
 
-def profile_ops(fn: Callable[[], object]) -> tuple[object, dict[str, tuple[float, int]]]:
+def profile_ops(fn: Callable[[], object], by_shape: bool = False) -> tuple[object, dict]:
     """Run fn() on one torch thread with every aten op timed -> (fn's result, {op: (thread CPU ms, calls)}).
 
     For comparing two implementations op by op (e.g. a list-based and a fixed-shape decoding loop): the
     calls are exact counts, the ms include a little timer overhead per op. On CUDA the ms are host time only.
+    by_shape: key by (op, shapes of its tensor arguments), so the calls under one key do the same work.
     """
-    timer = _OpTimer()
+    timer = _OpTimer(by_shape)
     with one_thread(), timer:
         result = fn()
-    return result, {op: (ms, timer.calls[op]) for op, ms in timer.ms.items()}
+    return result, {key: (ms, timer.calls[key]) for key, ms in timer.ms.items()}
 
 
 @torch.inference_mode()
 def profile_forward(target: Transformer, n: int, context: int = 128, repeats: int = 20) -> list[tuple[str, float, int]]:
     """Per-op timing of one target forward over n new tokens after `context` cached tokens, one thread.
 
-    Every op the forward dispatches is timed with thread CPU time (robust to other processes; the timer
-    itself adds a little per op). Returns [(op name, ms per forward, calls per forward)], most expensive first.
+    Every op the forward dispatches is timed with thread CPU time (the timer itself adds a little per op). Returns [(op name, ms per forward, calls per forward)], most expensive first.
     """
     cache = target.new_cache(batch_size=1, max_len=context + n + 1)
     ids = _context_ids(target, n, seed=2)
@@ -480,6 +559,30 @@ def profile_forward(target: Transformer, n: int, context: int = 128, repeats: in
                 target(ids, cache=cache)
     rows = [(op, ms / repeats, timer.calls[op] // repeats) for op, ms in timer.ms.items()]
     return sorted(rows, key=lambda r: r[1], reverse=True)
+
+
+MATMUL_OPS = frozenset({"linear", "mm", "addmm", "matmul", "bmm"})  # the matrix products of the weights
+
+
+@dataclass
+class MatmulSplit:
+    """One forward's thread CPU ms in the weight matrix products (`MATMUL_OPS`) and in every other op, and its
+    aten op calls: matmul time scales with the weights a forward reads, the rest mostly with the op count."""
+
+    matmul_ms: float
+    other_ms: float
+    op_calls: int
+
+    @property
+    def total_ms(self) -> float:
+        return self.matmul_ms + self.other_ms
+
+
+def matmul_split(model: Transformer, n: int = 1, context: int = 128, repeats: int = 20) -> MatmulSplit:
+    """`profile_forward` of one forward over n new tokens, summed into matmul ms, other ms and op calls."""
+    rows = profile_forward(model, n, context, repeats)
+    matmul = sum(ms for op, ms, _ in rows if op in MATMUL_OPS)
+    return MatmulSplit(matmul, sum(ms for _, ms, _ in rows) - matmul, sum(calls for *_, calls in rows))
 
 
 def compare_profiles(target: Transformer, n_a: int = 1, n_b: int = 2, context: int = 128, top: int = 10) -> str:

@@ -7,8 +7,9 @@ token; a speculative step is k drafter calls followed by one verify forward that
     spec = record_speculative(target, drafter, prompt_ids, 32, k=4)
     draw_timeline(plain, spec)
 
-Times are this thread's CPU time (`time.thread_time()`) with one torch thread, so other processes on the machine
-do not stretch the bars; on CUDA, wall time after a synchronize. Time not covered by a bar is the loop's own
+Times are this thread's CPU time (`time.thread_time()`) with one torch thread, so the time other processes run is
+not counted (they can still slow this thread through shared caches and memory bandwidth, so bars vary run to run);
+on CUDA, wall time after a synchronize. Time not covered by a bar is the loop's own
 Python bookkeeping.
 """
 from __future__ import annotations
