@@ -311,9 +311,9 @@ def batch_sweeps(
     cycled to fill one batch when B > len(prompts). So the rows' content, and with it τ, is the same at
     every B, and the speedup curve shows the batch size alone. The plain run is shared by the drafters. Time is
     the thread's CPU time on a CPU (run torch with one thread: the time other processes run then does not count,
-    though they still slow this thread through shared caches), synchronized wall time on CUDA, split into prefill, forwards, drafting and the rest
-    (`costs.time_split`). `repeats` rounds each time every B once, plain and then each drafter; each run keeps its
-    fastest round (noise on a shared machine only adds time).
+    though they still slow this thread through shared caches), synchronized wall time on CUDA, split into
+    prefill, forwards, drafting and the rest (`costs.time_split`). `repeats` rounds each time every B once, plain
+    and then each drafter; each run keeps its fastest round (noise on a shared machine only adds time).
     """
     draft_by_name = {name: as_batch_drafter(d) for name, d in drafters.items()}
     sizes = list(batches)

@@ -543,7 +543,8 @@ def profile_ops(fn: Callable[[], object], by_shape: bool = False) -> tuple[objec
 def profile_forward(target: Transformer, n: int, context: int = 128, repeats: int = 20) -> list[tuple[str, float, int]]:
     """Per-op timing of one target forward over n new tokens after `context` cached tokens, one thread.
 
-    Every op the forward dispatches is timed with thread CPU time (the timer itself adds a little per op). Returns [(op name, ms per forward, calls per forward)], most expensive first.
+    Every op the forward dispatches is timed with thread CPU time (the timer itself adds a little per op).
+    Returns [(op name, ms per forward, calls per forward)], most expensive first.
     """
     cache = target.new_cache(batch_size=1, max_len=context + n + 1)
     ids = _context_ids(target, n, seed=2)
