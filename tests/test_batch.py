@@ -2,6 +2,7 @@
 rows follow the target's distribution (chi-square, with a biased verifier as the negative control)."""
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -185,10 +186,10 @@ def test_batch_sweeps_share_the_plain_run_split_the_time_and_keep_the_fastest_ro
     monkeypatch.setattr(batch_module, "time_split", scripted)
     drafters = {"n-gram": NGramDrafter(target.cfg.vocab_size), "self": perturbed_copy(target)}
     runs = batch_sweeps(target, drafters, prompts, (1, 2), 5, k=2, repeats=2)
-    # one call per batch: per round, B = 1 runs plain, n-gram, self on 2 batches each, then B = 2 on one batch each
-    # (calls 0-8 in round 1, 9-17 in round 2); each run keeps its faster round
+    # one call per batch: B = 1 runs each on 2 batches, then B = 2 on one; round 1 (calls 0-8) in the order plain,
+    # n-gram, self, round 2 (calls 9-17) rotated to n-gram, self, plain; each run keeps its faster round
     if falling:
-        plain, ngram, self_ = [91 + 90, 85], [89 + 88, 84], [87 + 86, 83]
+        plain, ngram, self_ = [87 + 86, 83], [91 + 90, 85], [89 + 88, 84]
     else:
         plain, ngram, self_ = [1 + 2, 7], [3 + 4, 8], [5 + 6, 9]
     assert [p.plain_time.total_ms for p in runs["n-gram"]] == [p.plain_time.total_ms for p in runs["self"]] == plain
@@ -202,3 +203,6 @@ def test_batch_sweeps_share_the_plain_run_split_the_time_and_keep_the_fastest_ro
         assert set(p.spec_time.forward_sizes) <= {1, 2, 3}        # a verify pass: the root + up to k = 2 drafts
         passes = p.target_calls - p.rows        # verify passes summed over rows; a batch's pass serves all its rows
         assert p.spec_time.forwards == passes if p.batch == 1 else passes / 2 <= p.spec_time.forwards <= passes
+    saved = json.loads(json.dumps(p.spec_time.to_dict()))                # what `bench --batch` returns, per point
+    assert saved["forward_sizes"] == {str(n): c for n, c in p.spec_time.forward_sizes.items()}
+    assert saved["rest_ms"] == pytest.approx(p.spec_time.rest_ms) and len(saved["draft_calls"]) == len(p.spec_time.draft_calls)

@@ -125,6 +125,9 @@ def test_profile_ops_returns_the_result_and_exact_op_counts():
     lm_head = [calls for (op, shapes), (_, calls) in shaped.items() if op == "linear" and shapes[1] == (vocab, hidden)]
     assert lm_head == [1] and all(shapes[0][:2] == (1, 3) for (op, shapes) in shaped if op == "linear")  # [1, 3, in]
     assert sum(calls for (op, _), (_, calls) in shaped.items() if op == "linear") == ops["linear"][1]
+    a, b = torch.ones(2, 3), torch.ones(4, 3)                   # tensors inside a list are part of the key too
+    _, cats = profile_ops(lambda: (torch.cat([a, a]), torch.cat([a, b])), by_shape=True)
+    assert {key for key in cats if key[0] == "cat"} == {("cat", ((2, 3), (2, 3))), ("cat", ((2, 3), (4, 3)))}
 
 
 def test_matmul_split_sums_the_profile_into_matmuls_and_the_rest():

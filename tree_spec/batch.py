@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 
@@ -313,7 +313,8 @@ def batch_sweeps(
     the thread's CPU time on a CPU (run torch with one thread: the time other processes run then does not count,
     though they still slow this thread through shared caches), synchronized wall time on CUDA, split into
     prefill, forwards, drafting and the rest (`costs.time_split`). `repeats` rounds each time every B once, plain
-    and then each drafter; each run keeps its fastest round (noise on a shared machine only adds time).
+    and each drafter in an order that rotates round by round (so a machine that drifts favours none of them);
+    each run keeps its fastest round (noise on a shared machine only adds time).
     """
     draft_by_name = {name: as_batch_drafter(d) for name, d in drafters.items()}
     sizes = list(batches)
@@ -333,14 +334,18 @@ def batch_sweeps(
             total += split
         return results, total
 
-    for _ in range(repeats):
+    runs = [None, *draft_by_name]   # None: plain
+    for r in range(repeats):
         for B in sizes:
             rows = [list(prompts[i % len(prompts)]) for i in range(max(B, len(prompts)))]
             chunks = [rows[i:i + B] for i in range(0, len(rows), B)]
-            keep((None, B), *run_chunks(chunks, lambda c: generate_batch(target, c, max_new_tokens)))
-            for name, draft in draft_by_name.items():
-                keep((name, B), *run_chunks(
-                    chunks, lambda c: batch_speculative_generate(target, draft, c, max_new_tokens, k=k), draft))
+            for name in runs[r % len(runs):] + runs[:r % len(runs)]:
+                if name is None:
+                    keep((None, B), *run_chunks(chunks, lambda c: generate_batch(target, c, max_new_tokens)))
+                else:
+                    draft = draft_by_name[name]
+                    keep((name, B), *run_chunks(
+                        chunks, lambda c: batch_speculative_generate(target, draft, c, max_new_tokens, k=k), draft))
     points = {}
     for name in draft_by_name:
         points[name] = []
@@ -420,4 +425,5 @@ def batch_benchmark(
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "BENCHMARK_BATCH.md").write_text(text)
-    return {name: [asdict(p) | dict(speedup=p.speedup) for p in points] for name, points in runs.items()}
+    return {name: [vars(p) | dict(speedup=p.speedup, plain_time=p.plain_time.to_dict(),
+                                  spec_time=p.spec_time.to_dict()) for p in points] for name, points in runs.items()}

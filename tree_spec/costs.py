@@ -37,6 +37,7 @@ from typing import TypeVar
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from mini_llm import Transformer
 
@@ -451,6 +452,12 @@ class TimeSplit:
     def rest_ms(self) -> float:
         return self.total_ms - self.prefill_ms - self.forward_ms - self.draft_ms
 
+    def to_dict(self) -> dict:
+        """JSON-ready: the fields (counters as {size: count}), and rest_ms."""
+        return dict(total_ms=self.total_ms, prefill_ms=self.prefill_ms, forward_ms=self.forward_ms,
+                    draft_ms=self.draft_ms, rest_ms=self.rest_ms, prefill_sizes=dict(self.prefill_sizes),
+                    forward_sizes=dict(self.forward_sizes), draft_calls=[list(c) for c in self.draft_calls])
+
     def __add__(self, other: TimeSplit) -> TimeSplit:
         return TimeSplit(self.total_ms + other.total_ms, self.prefill_ms + other.prefill_ms,
                          self.forward_ms + other.forward_ms, self.draft_ms + other.draft_ms,
@@ -519,8 +526,9 @@ class _OpTimer(TorchDispatchMode):
         start = time.thread_time()
         out = func(*args, **(kwargs or {}))
         key = func.overloadpacket.__name__
-        if self.by_shape:
-            key = (key, tuple(tuple(a.shape) for a in args if torch.is_tensor(a)))
+        if self.by_shape:   # every tensor argument, also inside lists (cat, stack) and keyword arguments
+            tensors = tree_flatten((args, kwargs or {}))[0]
+            key = (key, tuple(tuple(a.shape) for a in tensors if torch.is_tensor(a)))
         self.ms[key] = self.ms.get(key, 0.0) + 1000 * (time.thread_time() - start)
         self.calls[key] = self.calls.get(key, 0) + 1
         return out
