@@ -438,7 +438,6 @@ class TimeSplit:
     total_ms: float = 0.0
     prefill_ms: float = 0.0
     forward_ms: float = 0.0       # the target forwards after the prefill
-    draft_ms: float = 0.0         # the drafter's work methods (`timed_drafter`)
     prefill_sizes: Counter = field(default_factory=Counter)   # new tokens per row of a prefill -> prefills
     forward_sizes: Counter = field(default_factory=Counter)   # new tokens per row of a later forward -> forwards
     draft_calls: list = field(default_factory=list)   # (method, frontier width or 0, ms) per drafter call, in order
@@ -447,6 +446,11 @@ class TimeSplit:
     def forwards(self) -> int:
         """Target forwards after the prefill."""
         return sum(self.forward_sizes.values())
+
+    @property
+    def draft_ms(self) -> float:
+        """The drafter's work methods (`timed_drafter`), summed over its calls."""
+        return sum(ms for *_, ms in self.draft_calls)
 
     @property
     def rest_ms(self) -> float:
@@ -460,9 +464,8 @@ class TimeSplit:
 
     def __add__(self, other: TimeSplit) -> TimeSplit:
         return TimeSplit(self.total_ms + other.total_ms, self.prefill_ms + other.prefill_ms,
-                         self.forward_ms + other.forward_ms, self.draft_ms + other.draft_ms,
-                         self.prefill_sizes + other.prefill_sizes, self.forward_sizes + other.forward_sizes,
-                         self.draft_calls + other.draft_calls)
+                         self.forward_ms + other.forward_ms, self.prefill_sizes + other.prefill_sizes,
+                         self.forward_sizes + other.forward_sizes, self.draft_calls + other.draft_calls)
 
 
 def time_split(run: Callable[[], T], target: Transformer, drafter: object | None = None) -> tuple[T, TimeSplit]:
@@ -476,7 +479,7 @@ def time_split(run: Callable[[], T], target: Transformer, drafter: object | None
         start = clock()
         result = run()
         total_ms = 1000 * (clock() - start)
-    split = TimeSplit(total_ms, draft_ms=sum(ms for _, _, ms in calls), draft_calls=list(calls))
+    split = TimeSplit(total_ms, draft_calls=list(calls))
     if forwards:
         split.prefill_ms, split.prefill_sizes = forwards[0][1], Counter([forwards[0][0]])
         split.forward_ms, split.forward_sizes = sum(ms for _, ms in forwards[1:]), Counter(n for n, _ in forwards[1:])
