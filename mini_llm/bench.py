@@ -5,7 +5,10 @@
 
 Both run the same prompt for the same number of new tokens in fp32 on the same device, interleaved
 (mini_llm, transformers, mini_llm, ...), and their tokens are asserted identical. Reports the median
-ms/token of each and their ratio (ratios from one run on one machine are what to compare).
+ms/token of each, its range over the repeats, and their ratio (ratios from one run on one machine are what
+to compare). On a CPU torch runs one thread and the clock is that thread's CPU time (`time.thread_time`),
+as in `tree_spec.bench`: another busy program on the machine then slows the timing far less than it
+slows the wall clock. On CUDA it is wall time after `torch.cuda.synchronize()`.
 """
 from __future__ import annotations
 
@@ -32,12 +35,17 @@ def random_checkpoint(folder: str) -> str:
     return folder
 
 
-def time_call(fn) -> tuple[float, torch.Tensor]:
-    start = time.perf_counter()
-    out = fn()
-    if out.device.type == "cuda":
+def time_call(fn, device: str) -> tuple[float, torch.Tensor]:
+    """(seconds, fn()): thread CPU time on a CPU, synchronized wall time on CUDA."""
+    cuda = torch.device(device).type == "cuda"
+    clock = time.perf_counter if cuda else time.thread_time
+    if cuda:
         torch.cuda.synchronize()
-    return time.perf_counter() - start, out
+    start = clock()
+    out = fn()
+    if cuda:
+        torch.cuda.synchronize()
+    return clock() - start, out
 
 
 def run(model_path: str, new_tokens: int, prompt_len: int, repeats: int, device: str) -> dict:
@@ -61,15 +69,17 @@ def run(model_path: str, new_tokens: int, prompt_len: int, repeats: int, device:
     times = {"mini_llm": [], "transformers": []}
     for _ in range(repeats):
         for name, fn in (("mini_llm", run_ours), ("transformers", run_theirs)):
-            seconds, tokens = time_call(fn)
+            seconds, tokens = time_call(fn, device)
             times[name].append(seconds)
             if name == "mini_llm":
                 ours_tokens = tokens
             elif not torch.equal(ours_tokens, tokens):
                 raise AssertionError("mini_llm and transformers produced different greedy tokens")
     ms = {name: 1000 * statistics.median(t) / new_tokens for name, t in times.items()}
+    spread = {name: (1000 * min(t) / new_tokens, 1000 * max(t) / new_tokens) for name, t in times.items()}
     return {"model": model_path, "params": ours.num_parameters(), "device": device, "new_tokens": new_tokens,
-            "prompt_len": prompt_len, "ms_per_token": ms, "speedup": ms["transformers"] / ms["mini_llm"]}
+            "prompt_len": prompt_len, "ms_per_token": ms, "ms_per_token_range": spread,
+            "speedup": ms["transformers"] / ms["mini_llm"]}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -80,17 +90,25 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = p.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        if args.model == "random":
-            path = random_checkpoint(tmp)
-        else:
-            path = str(resolve_model_path(args.model or DEFAULT_MODEL))
-        result = run(path, args.new_tokens, args.prompt_len, args.repeats, args.device)
-    ms = result["ms_per_token"]
+    threads = torch.get_num_threads()
+    if torch.device(args.device).type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            if args.model == "random":
+                path = random_checkpoint(tmp)
+            else:
+                path = str(resolve_model_path(args.model or DEFAULT_MODEL))
+            result = run(path, args.new_tokens, args.prompt_len, args.repeats, args.device)
+    finally:
+        torch.set_num_threads(threads)
+    ms, spread = result["ms_per_token"], result["ms_per_token_range"]
+    clock = "wall time after synchronize" if torch.device(args.device).type == "cuda" else "1 thread, thread CPU time"
     print(f"model {result['model']} ({result['params'] / 1e6:.2f} M params), {args.device}, fp32, batch 1, "
-          f"prompt {args.prompt_len}, {args.new_tokens} new tokens, median of {args.repeats}")
-    print(f"  mini_llm generate:      {ms['mini_llm']:.2f} ms/token")
-    print(f"  transformers generate:  {ms['transformers']:.2f} ms/token")
+          f"prompt {args.prompt_len}, {args.new_tokens} new tokens, median of {args.repeats} ({clock})")
+    for name, label in (("mini_llm", "mini_llm generate:    "), ("transformers", "transformers generate:")):
+        low, high = spread[name]
+        print(f"  {label}  {ms[name]:.2f} ms/token  (range {low:.2f}-{high:.2f})")
     print(f"  ratio: mini_llm is {result['speedup']:.2f}x faster per token (tokens identical)")
     return result
 
