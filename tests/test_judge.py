@@ -44,7 +44,7 @@ POINTED = {
     ("07-tree-rejection", "no_q_update.py"): ["q is not updated"],
     ("07-tree-rejection", "no_renorm.py"): ["not renormalized"],
     ("07-tree-rejection", "first_child_only.py"): ["only the first child", "lossless"],
-    ("07-tree-rejection", "mutates_draft.py"): ["modified the caller's draft_probs"],
+    ("07-tree-rejection", "mutates_draft.py"): ["modified the caller's `draft_probs`"],
     ("08-speedup-math", "no_bonus.py"): ["own token"],
     ("08-speedup-math", "no_draft_cost.py"): ["drafting cost"],
     ("08-speedup-math", "alpha_one_crash.py"): ["ZeroDivisionError"],

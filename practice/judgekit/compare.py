@@ -1,7 +1,7 @@
 """Comparisons used by the exercises' checks; each returns None on a match, else a one-paragraph message.
 
 Numeric: type, then shape, then dtype, then max abs / rel error, the worst index and the tolerance.
-Tokens and integers: exact. Counts: a chi-square goodness-of-fit test (tree_spec.speedup.chi_square).
+Tokens and integers: exact. Counts: a chi-square goodness-of-fit test (tree_spec.analysis.stats.chi_square).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from tree_spec.speedup import chi_square
+from tree_spec.analysis.stats import chi_square
 
 
 def describe(x: Any) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from . import references
 from .catalog import Exercise
+from .report import before_stop
 from .runner import OUTPUT_CAP_BYTES, Job, RunResult, start
 from .settings import Settings
 
@@ -83,6 +84,7 @@ def judge_run(cases: ModuleType, data: dict[str, Any], run: RunResult, settings:
     all_cases = cases.cases(ctx)
     names = [c.name for c in all_cases]
     outputs: dict[str, Any] = {}
+    mutated: dict[str, str] = {}
     for event in run.events:
         if "case" not in event:
             continue
@@ -94,20 +96,28 @@ def judge_run(cases: ModuleType, data: dict[str, Any], run: RunResult, settings:
         file = run.outdir / f"case-{i}.safetensors"
         try:
             outputs[name] = decode(event["output"], load_file(str(file)) if file.exists() else {})
+            if isinstance(event.get("mutated"), str):
+                mutated[name] = event["mutated"]
         except Exception as e:  # a missing tensor key or an unreadable file: not the worker's own writing
             return {**result, "status": "error", "detail": f"the output of case '{name}' could not be read ({e})."}
     functions = getattr(cases, "FUNCTIONS", ("",))
     for case in all_cases:
         if case.name not in outputs:
             continue
-        message = cases.check(outputs[case.name], data["expected"][case.name], case)
+        message = mutated.get(case.name) or cases.check(outputs[case.name], data["expected"][case.name], case)
         result["cases"].append({"name": case.name, "note": case.note, "ok": message is None, "message": message,
                                 "function": case.args.get("fn", functions[0]) if isinstance(case.args, dict) else ""})
     end = next((e for e in run.events if any(k in e for k in ("done", "error", "internal", "no_model"))), None)
     complete = len(result["cases"]) == len(all_cases)
+    result["total"] = len(all_cases)
+    if not complete and run.running_case() in names:
+        result["stopped_at"] = {"index": names.index(run.running_case()) + 1, "name": run.running_case(),
+                                "note": all_cases[names.index(run.running_case())].note}
     if end is not None and "error" in end:
         status = "memory" if end.get("out_of_memory") else "error"
         detail = str(end["error"])
+        if end.get("in_case") and "stopped_at" in result:
+            detail = f"{stopped_headline(result, 'raised an exception')}:\n{detail}"
         if status == "memory":
             detail += (f"\n\nYour code ran out of memory: the judge lets it use {run.memory_mb} MiB on top of torch "
                        f"and the model (SPEC_JUDGE_MEMORY_MB). Look for a tensor that grows with a loop.")
@@ -129,6 +139,12 @@ def judge_run(cases: ModuleType, data: dict[str, Any], run: RunResult, settings:
         by_name = {c.name: c for c in all_cases}
         result["mistake"] = diagnose(cases, data, outputs, {c["name"]: by_name[c["name"]] for c in failing})
     return result
+
+
+def stopped_headline(result: dict[str, Any], what: str) -> str:
+    """'Case 3 of 8 ('name') raised an exception; cases 1-2 passed' from a result with `stopped_at`."""
+    at, total = result["stopped_at"], result["total"]
+    return f"Case {at['index']} of {total} ('{at['name']}') {what}; {before_stop(result)}"
 
 
 def crash_detail(run: RunResult) -> str:

@@ -25,16 +25,18 @@ import torch
 from safetensors.torch import save_file
 
 from . import references, wire
+from .guard import guarded
 from .spec import Case, Context, ModelUnavailable
 
 
 class LearnerError(Exception):
     """The learner's code failed; `text` is the trimmed, learner-facing explanation."""
 
-    def __init__(self, text: str, out_of_memory: bool = False) -> None:
+    def __init__(self, text: str, out_of_memory: bool = False, in_case: bool = False) -> None:
         super().__init__(text)
         self.text = text
         self.out_of_memory = out_of_memory
+        self.in_case = in_case
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -69,11 +71,12 @@ def import_file(path: Path, module_name: str) -> ModuleType:
     return module
 
 
-def functions_of(module: ModuleType, names: tuple[str, ...], path: Path) -> SimpleNamespace:
+def functions_of(module: ModuleType, names: tuple[str, ...], path: Path, log: list[str]) -> SimpleNamespace:
+    """The named functions, each checking after every call that it left its arguments unchanged (into `log`)."""
     missing = [n for n in names if not callable(getattr(module, n, None))]
     if missing:
         raise LearnerError(f"{path.name} must define {', '.join(f'`{n}`' for n in missing)} (see the exercise's README).")
-    return SimpleNamespace(**{n: getattr(module, n) for n in names})
+    return SimpleNamespace(**{n: guarded(getattr(module, n), n, log) for n in names})
 
 
 def load_cases_module(exercise_dir: Path) -> ModuleType:
@@ -84,12 +87,12 @@ def load_cases_module(exercise_dir: Path) -> ModuleType:
 
 
 def run_case(cases: ModuleType, fns: SimpleNamespace, case: Case, ctx: Context, path: Path) -> Any:
+    """cases.call on one case; an exception becomes a LearnerError holding the learner's frames (the parent
+    names the case, from the last progress event)."""
     try:
         return cases.call(fns, case, ctx)
     except (Exception, SystemExit) as e:
-        raise LearnerError(
-            f"case '{case.name}' ({case.note}) raised an exception:\n{trimmed_traceback(e, path)}", is_out_of_memory(e)
-        ) from None
+        raise LearnerError(trimmed_traceback(e, path), is_out_of_memory(e), in_case=True) from None
 
 
 def cap_memory(extra_mb: int) -> int | None:
@@ -115,15 +118,17 @@ def grade(job: dict[str, Any], ctx: Context, emit, outdir: Path) -> None:
     if ctx.device == "cpu":
         cap_memory(int(job.get("memory_mb", 0)))
     emit({"ready": True})
-    fns = functions_of(import_file(path, f"learner_{exercise_dir.name.replace('-', '_')}"), cases.FUNCTIONS, path)
+    log: list[str] = []
+    fns = functions_of(import_file(path, f"learner_{exercise_dir.name.replace('-', '_')}"), cases.FUNCTIONS, path, log)
     for i, case in enumerate(cases.cases(ctx)):
         emit({"progress": case.name})
+        log.clear()
         got = run_case(cases, fns, case, ctx, path)
         tensors: dict[str, torch.Tensor] = {}
         tree = wire.encode(got, tensors)
         if tensors:
             save_file(tensors, str(outdir / f"case-{i}.safetensors"))
-        emit({"case": case.name, "output": tree})
+        emit({"case": case.name, "output": tree, **({"mutated": log[0]} if log else {})})
 
 
 def smoothed(counts: Any) -> Any:
@@ -137,7 +142,9 @@ def record(job: dict[str, Any], ctx: Context, emit) -> dict[str, Any]:
     """Run the solution (and every modelled mistake) on every case; save outputs and measured metadata."""
     exercise_dir = Path(job["exercise"])
     cases = load_cases_module(exercise_dir)
-    solution = functions_of(import_file(exercise_dir / "solution.py", "solution"), cases.FUNCTIONS, exercise_dir / "solution.py")
+    log: list[str] = []
+    solution = functions_of(import_file(exercise_dir / "solution.py", "solution"), cases.FUNCTIONS,
+                            exercise_dir / "solution.py", log)
     if cases.NEEDS_MODEL:
         ctx.model()
     emit({"ready": True})
@@ -146,6 +153,8 @@ def record(job: dict[str, Any], ctx: Context, emit) -> dict[str, Any]:
     for case in cases.cases(ctx):
         emit({"progress": case.name})
         outputs[case.name] = cases.call(solution, case, ctx)
+        if log:
+            raise RuntimeError(f"{exercise_dir.name}: in case '{case.name}' the solution {log[0]}")
     seconds = time.perf_counter() - start
     for case in cases.cases(ctx):
         got = outputs[case.name]
@@ -194,7 +203,7 @@ def main(job_file: str, outdir: str) -> None:
             grade(job, ctx, emit, Path(outdir))
             emit({"done": True})
     except LearnerError as e:
-        emit({"error": e.text, "out_of_memory": e.out_of_memory})
+        emit({"error": e.text, "out_of_memory": e.out_of_memory, "in_case": e.in_case})
     except ModelUnavailable as e:
         emit({"no_model": str(e)})
     except Exception:

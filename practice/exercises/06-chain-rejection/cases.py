@@ -1,6 +1,6 @@
 """Chain verification, statistical: the completed 3-token sequence must follow the target's law.
 
-Test: Pearson chi-square (tree_spec.speedup.chi_square) of 5000 seeded steps against the exact law,
+Test: Pearson chi-square (tree_spec.chi_square) of 5000 seeded steps against the exact law,
 pass if p >= 0.001. Mistakes modelled: inverted ratio, correction from the target, wrong bonus row.
 """
 from types import SimpleNamespace

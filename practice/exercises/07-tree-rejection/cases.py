@@ -4,7 +4,7 @@ siblings, fails too). The caller's tensors must come back unchanged.
 
 Tree: root -> 3 children drawn without replacement from DRAFT0 -> one child each drawn from DRAFT1. After
 the first rejection the residual norm(max(0, p - q)) has two positive entries, so every update between
-siblings matters. Test: Pearson chi-square (tree_spec.speedup.chi_square) of the 64 completed 3-token
+siblings matters. Test: Pearson chi-square (tree_spec.chi_square) of the 64 completed 3-token
 sequences and of the 3 accepted lengths against their exact laws; pass if both p >= 0.001.
 """
 from itertools import permutations
