@@ -36,6 +36,7 @@ class KVCache:
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.max_len = max_len
         self.lengths = [0] * batch_size  # committed slots per row
+        self.slot_ids = torch.arange(max_len, device=device)  # positions of a uniform cache are views of it
         self._slots_key: tuple | None = None  # (lengths, T, device) of the cached per-row write index
         self._slots = torch.empty(0, dtype=torch.long, device=device)
 
@@ -78,7 +79,11 @@ class KVCache:
         return end - n_new, end
 
     def positions(self, n_new: int, device: torch.device) -> torch.Tensor:
-        """Default positions of `n_new` new tokens: row b's length + arange(n_new) -> LongTensor [B, n_new]."""
+        """Default positions of `n_new` new tokens: row b's length + arange(n_new) -> LongTensor [B, n_new]
+        (a view of `slot_ids` when every row has the same length: a decode step builds no tensor)."""
+        if self.uniform:
+            start = self.lengths[0]
+            return self.slot_ids[start:start + n_new].expand(self.batch_size, n_new)
         return torch.tensor(self.lengths, device=device)[:, None] + torch.arange(n_new, device=device)
 
     def attention_mask(self, n_new: int, mask: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:

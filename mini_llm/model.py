@@ -1,13 +1,15 @@
 """A Qwen3 decoder in one file, with one forward path for prefill, decode, chain and tree verification.
 
 Parameter names equal Hugging Face Qwen3's after stripping the `model.` prefix, so loading a checkpoint
-is a shape-checked copy with no renaming.
+is a shape-checked copy with no renaming. Projections that read the same input are stored fused (q/k/v,
+gate/up: one matmul each); `state_dict` and `load_state_dict` still use the checkpoint's separate names.
 """
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -28,24 +30,30 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x32.to(x.dtype)
+        # F.rms_norm is x * rsqrt(mean(x^2) + eps) in one call, bit for bit the formula above (tested).
+        return self.weight * F.rms_norm(x.float(), self.weight.shape, eps=self.eps).to(x.dtype)
 
 
 def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """positions [T] or [B, T] -> cos, sin [B or 1, T, 1, head_dim/2] in fp32."""
+    """positions [T] or [B, T] -> cos, sin [B or 1, T, 1, head_dim] in fp32: angle i (and i + head_dim/2) of
+    position p is p * theta^(-2i/head_dim), the tables transformers' Qwen3 rotary embedding builds."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=positions.device) / head_dim))
     freqs = positions.float()[..., None] * inv_freq
-    if freqs.ndim == 2:
-        freqs = freqs[None]
-    return freqs.cos()[:, :, None, :], freqs.sin()[:, :, None, :]
+    angles = torch.cat((freqs, freqs), dim=-1)
+    if angles.ndim == 2:
+        angles = angles[None]
+    return angles.cos()[:, :, None, :], angles.sin()[:, :, None, :]
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate x [B, T, H, D] by its positions (half-split layout, as in Qwen3), in fp32."""
-    x1, x2 = x.float().chunk(2, dim=-1)
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
+    """Rotate x [B, T, H, D] by its positions (half-split layout, as in Qwen3), in fp32; cos, sin [..., T, 1, D].
+
+    Pair (x_i, x_{i+D/2}) turns by angle_i: (x_i cos - x_{i+D/2} sin, x_{i+D/2} cos + x_i sin), written as
+    x * cos + rotate_half(x) * sin with rotate_half(x) = (-x_{D/2:}, x_{:D/2}).
+    """
+    x32 = x.float()
+    x1, x2 = x32.chunk(2, dim=-1)
+    return (x32 * cos + torch.cat((-x2, x1), dim=-1) * sin).to(x.dtype)
 
 
 def sdpa_mask(mask: torch.Tensor, groups: int, dtype: torch.dtype) -> torch.Tensor:
@@ -57,6 +65,61 @@ def sdpa_mask(mask: torch.Tensor, groups: int, dtype: torch.dtype) -> torch.Tens
     return additive[:, None] if additive.ndim == 3 else additive
 
 
+class Projection(NamedTuple):
+    """One checkpoint projection inside a FusedLinear: its weight [out, in] and bias [out] (or None), views."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+
+
+class FusedLinear(nn.Linear):
+    """Linear layers that read the same input, stacked along the output: one matmul instead of several.
+
+    parts: each layer's checkpoint name and output size, in order, e.g. {"gate_proj": 768, "up_proj": 768}.
+    Output row r of the fused weight is output row r of its part, so the result is the parts' outputs
+    side by side and bit for bit a separate layer's values. The parent module stores it under one name
+    and reads and writes the parts under theirs (`checkpoint_names`).
+    """
+
+    def __init__(self, in_features: int, parts: dict[str, int], bias: bool) -> None:
+        super().__init__(in_features, sum(parts.values()), bias=bias)
+        self.parts = dict(parts)
+
+    def split(self, tensor: torch.Tensor, dim: int = 0) -> dict[str, torch.Tensor]:
+        """A tensor over the fused outputs along `dim` -> {part name: its slice} (views)."""
+        return dict(zip(self.parts, tensor.split(list(self.parts.values()), dim)))
+
+    def part(self, name: str) -> Projection:
+        """Part `name`'s weight and bias, as views of the fused ones (writing them writes the fused layer)."""
+        bias = None if self.bias is None else self.split(self.bias)[name]
+        return Projection(self.split(self.weight)[name], bias)
+
+
+def checkpoint_names(module: nn.Module) -> None:
+    """Make `module`'s state_dict() and load_state_dict() use the checkpoint names of its FusedLinear children's
+    parts (`q_proj.weight`, ... instead of `qkv_proj.weight`): saving splits each fused tensor into views,
+    loading concatenates the parts (a checkpoint, a saved head, an older state dict load unchanged)."""
+
+    def split_fused(module: nn.Module, state: dict, prefix: str, local_metadata: dict) -> None:
+        for name, child in module.named_children():
+            if isinstance(child, FusedLinear):
+                for suffix in ("weight", "bias"):
+                    if f"{prefix}{name}.{suffix}" in state:
+                        for part, tensor in child.split(state.pop(f"{prefix}{name}.{suffix}")).items():
+                            state[f"{prefix}{part}.{suffix}"] = tensor
+
+    def join_parts(module: nn.Module, state: dict, prefix: str, *args) -> None:
+        for name, child in module.named_children():
+            if isinstance(child, FusedLinear):
+                for suffix in ("weight", "bias"):
+                    keys = [f"{prefix}{part}.{suffix}" for part in child.parts]
+                    if all(key in state for key in keys):
+                        state[f"{prefix}{name}.{suffix}"] = torch.cat([state.pop(key) for key in keys])
+
+    module.register_state_dict_post_hook(split_fused)
+    module.register_load_state_dict_pre_hook(join_parts)
+
+
 class Attention(nn.Module):
     """Grouped-query attention with per-head RMSNorm on queries and keys (Qwen3's QK-norm)."""
 
@@ -64,29 +127,36 @@ class Attention(nn.Module):
         super().__init__()
         self.layer_idx = layer_idx
         self.n_heads, self.n_kv, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-        self.q_proj = nn.Linear(cfg.hidden_size, self.n_heads * self.head_dim, bias=cfg.attention_bias)
-        self.k_proj = nn.Linear(cfg.hidden_size, self.n_kv * self.head_dim, bias=cfg.attention_bias)
-        self.v_proj = nn.Linear(cfg.hidden_size, self.n_kv * self.head_dim, bias=cfg.attention_bias)
-        self.o_proj = nn.Linear(self.n_heads * self.head_dim, cfg.hidden_size, bias=cfg.attention_bias)
+        q_size, kv_size = self.n_heads * self.head_dim, self.n_kv * self.head_dim
+        # q_proj, k_proj and v_proj read the same x: one [q + 2 kv, C] matmul instead of three.
+        parts = {"q_proj": q_size, "k_proj": kv_size, "v_proj": kv_size}
+        self.qkv_proj = FusedLinear(cfg.hidden_size, parts, bias=cfg.attention_bias)
+        self.o_proj = nn.Linear(q_size, cfg.hidden_size, bias=cfg.attention_bias)
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
+        checkpoint_names(self)
+
+    # The checkpoint's projections, read as views of the fused one: `attn.q_proj.weight` [n_heads * D, C].
+    q_proj = property(lambda self: self.qkv_proj.part("q_proj"))
+    k_proj = property(lambda self: self.qkv_proj.part("k_proj"))
+    v_proj = property(lambda self: self.qkv_proj.part("v_proj"))
 
     def forward(
         self,
         x: torch.Tensor,
         cos: torch.Tensor,
         sin: torch.Tensor,
-        cache: KVCache | None,
+        cache: KVCache | StaticCache | None,
         attn_mask: torch.Tensor | None,
     ) -> torch.Tensor:
-        """x [B, T, C]; attn_mask [T, S] or per row [B, T, S] bool (S = cache slots read), the additive mask
-        `sdpa_mask` made of it (the model makes it once per forward, not once per layer), or None for full
-        attention -> [B, T, C]."""
+        """x [B, T, C]; cos, sin [..., T, 1, D] (`rope_cos_sin`); attn_mask [T, S] or per row [B, T, S] bool
+        (S = cache slots read), the additive mask `sdpa_mask` made of it (the model makes it once per
+        forward, not once per layer), or None for full attention -> [B, T, C]."""
         B, T, _ = x.shape
-        q = apply_rope(self.q_norm(self.q_proj(x).view(B, T, self.n_heads, self.head_dim)), cos, sin)
-        k = apply_rope(self.k_norm(self.k_proj(x).view(B, T, self.n_kv, self.head_dim)), cos, sin)
-        v = self.v_proj(x).view(B, T, self.n_kv, self.head_dim)
-        k, v = k.transpose(1, 2), v.transpose(1, 2)
+        q, k, v = self.qkv_proj(x).view(B, T, -1, self.head_dim).split((self.n_heads, self.n_kv, self.n_kv), dim=2)
+        q = apply_rope(self.q_norm(q), cos, sin)
+        k = apply_rope(self.k_norm(k), cos, sin).transpose(1, 2)
+        v = v.transpose(1, 2)
         if cache is not None:
             k, v = cache.write(self.layer_idx, k, v)
         # Fold the G query heads that share one KV head into the query axis: [B, n_kv, G*T, D].
@@ -101,16 +171,22 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    """SwiGLU: down(silu(gate(x)) * up(x))."""
+    """SwiGLU: down(silu(gate(x)) * up(x)), with gate and up as one matmul."""
 
     def __init__(self, cfg: Config) -> None:
         super().__init__()
-        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        parts = {"gate_proj": cfg.intermediate_size, "up_proj": cfg.intermediate_size}
+        self.gate_up_proj = FusedLinear(cfg.hidden_size, parts, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+        checkpoint_names(self)
+
+    # The checkpoint's projections, read as views of the fused one: `mlp.gate_proj.weight` [I, C].
+    gate_proj = property(lambda self: self.gate_up_proj.part("gate_proj"))
+    up_proj = property(lambda self: self.gate_up_proj.part("up_proj"))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
 
 
 class DecoderLayer(nn.Module):
@@ -137,6 +213,7 @@ class Transformer(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         if not cfg.tie_word_embeddings:
             self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self._rope: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}  # see rope_tables
 
     @property
     def device(self) -> torch.device:
@@ -152,6 +229,19 @@ class Transformer(nn.Module):
     def new_cache(self, batch_size: int = 1, max_len: int = 2048) -> KVCache:
         """A KV cache on this model's device and dtype."""
         return KVCache(self.cfg, batch_size, max_len, dtype=self.dtype, device=self.device)
+
+    def rope_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin [max_position_embeddings, head_dim] (fp32, on the model's device) of every position.
+
+        Computed on first use per device and kept outside the parameters (fp32 whatever the model's dtype,
+        not in the state dict): a forward looks up its positions' rows instead of computing cos and sin.
+        """
+        device = self.device
+        if device not in self._rope:
+            positions = torch.arange(self.cfg.max_position_embeddings, device=device)
+            cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta)
+            self._rope[device] = cos[0, :, 0], sin[0, :, 0]
+        return self._rope[device]
 
     def logits_from_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
         """Final norm + LM head: hidden [..., C] (the final-norm input) -> logits [..., V]."""
@@ -169,9 +259,9 @@ class Transformer(nn.Module):
     ):
         """Run T new tokens after the cached prefix (each row after its own cached length).
 
-        ids [B, T]; positions [T] or [B, T] (default: row b's cache length + arange(T)); mask [T, T] or per
-        row [B, T, T] bool among the new tokens (True = may attend; each row's cached prefix is always
-        visible; default causal). Row b's new K/V go to its cache slots [lengths[b], lengths[b] + T) and
+        ids [B, T]; positions [T] or [B, T], each below max_position_embeddings (default: row b's cache
+        length + arange(T)); mask [T, T] or per row [B, T, T] bool among the new tokens (True = may attend;
+        each row's cached prefix is always visible; default causal). Row b's new K/V go to its cache slots [lengths[b], lengths[b] + T) and
         every row's length advances by T.
         Returns logits [B, T, V]; with return_hidden, (logits, hidden [B, T, C]) where hidden is the
         final-norm input; with hidden_layers too, (logits, hidden, [output of each listed layer]).
@@ -193,7 +283,8 @@ class Transformer(nn.Module):
             attn_mask = attention_mask(T, [0] * B, mask, ids.device)
         if attn_mask is not None:
             attn_mask = sdpa_mask(attn_mask, self.cfg.num_attention_heads // self.cfg.num_key_value_heads, self.dtype)
-        cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta)
+        cos_table, sin_table = self.rope_tables()
+        cos, sin = cos_table[positions].unsqueeze(-2), sin_table[positions].unsqueeze(-2)  # [(B,) T, 1, D]
 
         x = self.embed_tokens(ids)
         wanted = set(hidden_layers or ())
@@ -242,7 +333,7 @@ class Transformer(nn.Module):
         n_params = sum(t.numel() for t in tensors.values())
         with torch.device("meta" if n_params > 50_000_000 or str(device) == "meta" else "cpu"):
             model = cls(cfg)
-        expected = {k: v.shape for k, v in model.state_dict().items()}
+        expected = {k: v.shape for k, v in model.state_dict().items()}  # checkpoint names (fused ones split)
         found = {k.removeprefix("model."): v for k, v in tensors.items()}
         if cfg.tie_word_embeddings:
             found.pop("lm_head.weight", None)  # some tied checkpoints store the shared matrix twice
@@ -258,10 +349,9 @@ class Transformer(nn.Module):
             lines += [f"  unexpected: {k}" for k in unexpected]
             lines += [f"  mis-shaped: {k}" for k in misshaped]
             raise ValueError("\n".join(lines))
-        state = {k: found[k].to(device=device, dtype=dtype) for k in expected}
-        if torch.device(device).type == "cpu":
-            state = {k: column_major(v) for k, v in state.items()}
-        model.load_state_dict(state, assign=True)
+        model.load_state_dict({k: found[k].to(device=device, dtype=dtype) for k in expected}, assign=True)
+        if torch.device(device).type == "cpu":  # after fusing: torch.cat returns row-major matrices
+            model.load_state_dict({k: column_major(p.detach()) for k, p in model.named_parameters()}, assign=True)
         return model.eval()
 
 

@@ -6,7 +6,7 @@ import copy
 import torch
 from torch import nn
 
-from .model import Transformer
+from .model import FusedLinear, Transformer
 
 
 def fake_quant_int(w: torch.Tensor, bits: int = 4, granularity: str = "group", group: int = 128) -> torch.Tensor:
@@ -40,7 +40,9 @@ def quantized_copy(model: Transformer, bits: int = 4, granularity: str = "group"
 
     Embeddings, the LM head and all norms keep full precision (the usual weight-only recipe).
     For group granularity, a projection whose input size is not a multiple of `group` uses the
-    largest divisor of it not above `group`.
+    largest divisor of it not above `group`. A fused projection (q/k/v, gate/up) is quantized part by part,
+    as the checkpoint's separate matrices (the same values for "group" and "channel", whose scales are per
+    row; "tensor" takes one scale per part).
     """
     quantized = copy.deepcopy(model)
     for layer in quantized.layers:
@@ -49,5 +51,7 @@ def quantized_copy(model: Transformer, bits: int = 4, granularity: str = "group"
                 g = group
                 while module.in_features % g:
                     g -= 1
-                module.weight.copy_(fake_quant_int(module.weight, bits, granularity, g))
+                parts = module.split(module.weight).values() if isinstance(module, FusedLinear) else [module.weight]
+                for weight in parts:  # views: writing one writes the module's weight
+                    weight.copy_(fake_quant_int(weight, bits, granularity, g))
     return quantized
