@@ -109,6 +109,8 @@ def first_diagnosis(result: dict) -> str:
     if failing:
         return failing[0]["message"]
     lines = (result.get("detail") or "").strip().splitlines()
+    if len(lines) > 1 and lines[0].startswith("Case "):
+        return f"{lines[0]} ... {lines[-1]}"
     return lines[-1] if lines else ""
 
 

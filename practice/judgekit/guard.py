@@ -42,6 +42,8 @@ def change(before: Any, after: Any) -> str | None:
         if not isinstance(after, torch.Tensor) or after.shape != before.shape or after.dtype != before.dtype:
             return "its shape or dtype changed"
         now = after.detach()
+        if torch.equal(now, before):
+            return None
         differs = (now != before) & ~(now.isnan() & before.isnan()) if before.is_floating_point() else now != before
         if not bool(differs.any()):
             return None
@@ -75,25 +77,23 @@ def _plain(snap: Any) -> Any:
 def guarded(fn: Callable[..., Any], name: str, log: list[str]) -> Callable[..., Any]:
     """`fn`, checking its arguments after each call; the first change found is appended to `log`."""
     try:
-        signature = inspect.signature(fn)
+        params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
-        signature = None
+        params = []
+    plain = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            named = dict(signature.bind(*args, **kwargs).arguments) if signature else {}
-        except TypeError:
-            named = {}
-        if not named:
-            named = {**{f"#{i + 1}": a for i, a in enumerate(args)}, **kwargs}
+        names = plain[:len(args)] + [f"argument {i + 1}" for i in range(len(plain), len(args))]
+        named = {**dict(zip(names, args)), **kwargs}
         before = {arg: snapshot(value) for arg, value in named.items()}
         out = fn(*args, **kwargs)
         if not log:
             for arg, value in named.items():
                 how = change(before[arg], value)
                 if how is not None:
+                    copy = f"{arg}.clone()" if isinstance(value, torch.Tensor) else f"{type(value).__name__}({arg})"
                     log.append(f"{name} modified the caller's `{arg}` in place ({how}); never change an input: "
-                               f"work on a copy (e.g. `list({arg})`, `{arg}.clone()`, `dict({arg})`).")
+                               f"work on a copy (`{copy}`).")
                     break
         return out
 

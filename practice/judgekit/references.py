@@ -29,6 +29,11 @@ def model_fingerprint(model_path: Path) -> str | None:
     return sha256_of([*files, model_path / "config.json"])
 
 
+def case_files(exercise_dir: Path) -> list[Path]:
+    """The files that define an exercise's inputs: its cases.py and the shared judgekit/gen.py, repro.py."""
+    return [exercise_dir / "cases.py", Path(__file__).with_name("gen.py"), Path(__file__).with_name("repro.py")]
+
+
 def device_name(device: str) -> str:
     """The device as the hardware names itself: the GPU's name, or the CPU's model name."""
     import torch
@@ -79,7 +84,7 @@ def make_meta(exercise_dir: Path, device: str, model_path: Path | None, dtype: s
         "python": platform.python_version(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "solution_seconds": round(seconds, 4),
-        "cases_sha256": sha256_of([exercise_dir / "cases.py"]),
+        "cases_sha256": sha256_of(case_files(exercise_dir)),
         "solution_sha256": sha256_of([exercise_dir / "solution.py"]),
     }
     if model_path is not None:
@@ -124,11 +129,11 @@ def load_data(references: Path, name: str) -> dict[str, Any]:
 
 def staleness(meta: dict[str, Any], exercise_dir: Path, model_path: Path | None) -> str | None:
     """Why the recorded reference no longer fits this exercise or checkpoint, or None if it does."""
-    if meta.get("cases_sha256") != sha256_of([exercise_dir / "cases.py"]) or meta.get(
+    if meta.get("cases_sha256") != sha256_of(case_files(exercise_dir)) or meta.get(
         "solution_sha256"
     ) != sha256_of([exercise_dir / "solution.py"]):
-        return (f"the reference was recorded for an older version of this exercise (its cases.py or "
-                f"solution.py changed since {meta.get('date')}); run `{RECORD_COMMAND}`.")
+        return (f"the reference was recorded for an older version of this exercise (its cases.py, "
+                f"solution.py or judgekit/gen.py, repro.py changed since {meta.get('date')}); run `{RECORD_COMMAND}`.")
     if model_path is None:
         return None
     now = model_fingerprint(model_path)

@@ -1,10 +1,12 @@
-"""Tree mask: exact comparison; mistakes modelled: no diagonal, causal mask, transposed mask."""
+"""Tree mask: exact comparison; mistakes modelled: no diagonal, causal mask, transposed mask, parent only,
+ancestors only up to 4 levels. Hand-written trees, then the generated ones of judgekit.gen.tree_suite."""
 from types import SimpleNamespace
 from typing import Any
 
 import torch
 
 from practice.judgekit.compare import tensor_mismatch
+from practice.judgekit.gen import tree_suite
 from practice.judgekit.spec import Case, Context, Mistake
 
 FUNCTIONS = ("tree_mask",)
@@ -15,6 +17,18 @@ TREES = {
     "chapter tree": [-1, 0, 0, 1, 1, 2],
     "wide tree [2,2,1,1]": [-1, 0, 0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 8, 9, 10],
     "deep uneven tree": [-1, 0, 1, 1, 0, 4, 2, 6, 3, 5],
+    **dict(tree_suite(seed=1)),
+}
+# README rule -> the cases that fail when it is broken (tests/test_judge_rules.py checks the names exist)
+RULES = {
+    "bool [n, n] (shape and dtype torch.bool)": list(TREES),
+    "node i attends to itself (the diagonal)": list(TREES),
+    "never to siblings or cousins": ["chapter tree", "wide tree [2,2,1,1]", "wide star of 12"],
+    "never to descendants (row i = node i's ancestors)": ["chain", "deep chain of 9"],
+    "every ancestor, not only the parent, however deep": ["deep chain of 9", "deep random tree of 20"],
+    "a one-node tree": ["single node"],
+    "any size (no fixed buffer)": ["random tree of 70"],
+    "parents is not modified (checked after every call)": list(TREES),
 }
 
 
@@ -49,6 +63,20 @@ def _causal(parents):
     return torch.ones(len(parents), len(parents), dtype=torch.bool).tril()
 
 
+def _up_to(levels):
+    def mask(parents):
+        out = torch.eye(len(parents), dtype=torch.bool)
+        for i in range(len(parents)):
+            p = parents[i]
+            for _ in range(levels):
+                if p < 0:
+                    break
+                out[i, p] = True
+                p = parents[p]
+        return out
+    return mask
+
+
 def _transposed(parents):
     return _no_diagonal(parents).T | torch.eye(len(parents), dtype=torch.bool)
 
@@ -60,4 +88,8 @@ MISTAKES = [
             "not its ancestors (siblings and cousins).", {"tree_mask": _causal}),
     Mistake("the mask is transposed: row i must mark node i's ancestors (mask[i, j] for j an ancestor), "
             "not its descendants.", {"tree_mask": _transposed}),
+    Mistake("only the parent is marked: row i must mark EVERY ancestor of node i up to the root (start from "
+            "a copy of the parent's row).", {"tree_mask": _up_to(1)}),
+    Mistake("ancestors more than 4 levels up are missing: the walk to the root must not stop at a fixed depth.",
+            {"tree_mask": _up_to(4)}),
 ]

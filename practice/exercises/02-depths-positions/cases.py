@@ -5,6 +5,7 @@ from typing import Any
 import torch
 
 from practice.judgekit.compare import describe, tensor_mismatch, tokens_mismatch
+from practice.judgekit.gen import tree_suite
 from practice.judgekit.spec import Case, Context, Mistake
 
 FUNCTIONS = ("depths_and_positions",)
@@ -15,7 +16,18 @@ TREES = [
     ("chain", [-1, 0, 1, 2], 12),
     ("wide tree [2,2,1,1]", [-1, 0, 0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 8, 9, 10], 30),
     ("uneven tree", [-1, 0, 1, 1, 0, 4, 2, 6, 3, 5], 0),
+    *((name, parents, prefix) for (name, parents), prefix in zip(tree_suite(seed=2), (0, 7, 1, 100, 3, 9, 4096))),
 ]
+RULES = {
+    "the root has depth 0": [name for name, _, _ in TREES],
+    "a node's depth is its parent's + 1, however deep": ["chain", "deep chain of 9", "deep random tree of 20"],
+    "position = prefix_len + depth (the root at prefix_len)": [name for name, _, _ in TREES],
+    "siblings share a position (depth, not index)": ["chapter tree", "wide star of 12", "random tree of 12"],
+    "depths a list of ints, positions an int64 tensor": [name for name, _, _ in TREES],
+    "prefix_len 0 and a one-node tree": ["uneven tree", "single node"],
+    "any size (no fixed buffer)": ["random tree of 70"],
+    "parents is not modified (checked after every call)": [name for name, _, _ in TREES],
+}
 
 
 def cases(ctx: Context) -> list[Case]:
@@ -47,6 +59,11 @@ def _one_late(parents, prefix_len):
     return _depths(parents), torch.tensor([prefix_len + 1 + d for d in _depths(parents)])
 
 
+def _depth_capped(parents, prefix_len):
+    d = [min(x, 4) for x in _depths(parents)]
+    return d, torch.tensor([prefix_len + x for x in d])
+
+
 def _root_depth_one(parents, prefix_len):
     d = [x + 1 for x in _depths(parents)]
     return d, torch.tensor([prefix_len + x for x in d])
@@ -58,4 +75,6 @@ MISTAKES = [
     Mistake("positions are off by one: the root sits at prefix_len (the prefix uses 0 .. prefix_len - 1), "
             "so a node's position is prefix_len + depth.", {"depths_and_positions": _one_late}),
     Mistake("depths are off by one: the root has depth 0, not 1.", {"depths_and_positions": _root_depth_one}),
+    Mistake("depths stop growing at 4: a node's depth is its parent's depth + 1 at every level, however deep.",
+            {"depths_and_positions": _depth_capped}),
 ]

@@ -6,6 +6,7 @@ from typing import Any
 import torch
 
 from practice.judgekit.compare import tokens_mismatch
+from practice.judgekit.gen import chain, depth_of, random_tree, static_tree
 from practice.judgekit.spec import Case, Context, Mistake
 
 FUNCTIONS = ("accept_greedy",)
@@ -13,6 +14,19 @@ NEEDS_MODEL = False
 VOCAB = 16
 WIDE = [-1, 0, 0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 8, 9, 10]
 
+
+
+def _to_deepest(parents: list[int]) -> list[int]:
+    """The nodes on the path from the root to the deepest node (root excluded)."""
+    depth = depth_of(parents)
+    node, path = depth.index(max(depth)), []
+    while node > 0:
+        path.append(node)
+        node = parents[node]
+    return path[::-1]
+
+
+DEEP, BIG = random_tree(20, 8, depth_bias=0.7), random_tree(70, 9, depth_bias=0.3)
 # (name, parents, nodes whose token is set to the target's argmax at their parent, seed)
 SETUPS = [
     ("nothing accepted", WIDE, [], 0),
@@ -20,7 +34,21 @@ SETUPS = [
     ("stops mid-tree", WIDE, [1, 3, 12], 2),
     ("chain", [-1, 0, 1, 2, 3, 4], [1, 2, 3], 3),
     ("same token twice: the first child wins", WIDE, [1, 2, 6, 10], 4),  # nodes 1 and 2 carry one token
+    ("single node", [-1], [], 5),
+    ("deep chain of 9, all accepted", chain(9), list(range(1, 9)), 6),
+    ("static [3, 3, 2] tree, last branch accepted", static_tree([3, 3, 2]), [3, 12, 30], 7),
+    ("deep random tree of 20", DEEP, _to_deepest(DEEP), 8),
+    ("random tree of 70", BIG, _to_deepest(BIG) + list(range(1, 70, 4)), 9),
 ]
+RULES = {
+    "a child is checked against its parent's row": ["full depth via the second child", "stops mid-tree", "chain"],
+    "the path holds node ids, starting with the root 0": [name for name, *_ in SETUPS],
+    "stop when no child matches": ["nothing accepted", "stops mid-tree", "single node"],
+    "of two children with the same token, the first": ["same token twice: the first child wins"],
+    "any depth (no fixed limit)": ["deep chain of 9, all accepted", "deep random tree of 20"],
+    "a one-node tree": ["single node"],
+    "tokens, parents and target_logits are not modified (checked after every call)": [name for name, *_ in SETUPS],
+}
 
 
 def make_tree(parents, matching, seed):
@@ -59,14 +87,14 @@ def check(got: Any, expected: Any, case: Case) -> str | None:
     return tokens_mismatch(got, expected, "path")
 
 
-def _walk(tokens, parents, logits, row_of, last_match=False):
+def _walk(tokens, parents, logits, row_of, last_match=False, max_depth=None):
     children = [[] for _ in parents]
     for i in range(1, len(parents)):
         children[parents[i]].append(i)
     path = [0]
     while True:
         matches = [c for c in children[path[-1]] if tokens[c] == int(logits[row_of(path[-1], c)].argmax())]
-        if not matches:
+        if not matches or len(path) - 1 == max_depth:
             return path
         path.append(matches[-1] if last_match else matches[0])
 
@@ -82,4 +110,7 @@ MISTAKES = [
     Mistake("of two children with the same (accepted) token, the LAST one was taken; take the first one "
             "(lowest node id), as the rule says.",
             {"accept_greedy": lambda t, p, lg: _walk(t, p, lg, lambda node, child: node, last_match=True)}),
+    Mistake("the walk stopped after 4 accepted nodes: keep descending while the current node has a matching "
+            "child, however deep.", {"accept_greedy": lambda t, p, lg: _walk(t, p, lg, lambda node, child: node,
+                                                                          max_depth=4)}),
 ]

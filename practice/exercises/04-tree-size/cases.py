@@ -1,4 +1,5 @@
-"""Node count and verify tokens, exact; mistakes: last level only, root counted, root forgotten, sum of widths."""
+"""Node count and verify tokens, exact; mistakes: last level only, root counted, root forgotten, sum of widths,
+a batch default other than 1."""
 import math
 from types import SimpleNamespace
 from typing import Any
@@ -9,14 +10,33 @@ from practice.judgekit.spec import Case, Context, Mistake
 FUNCTIONS = ("tree_size",)
 NEEDS_MODEL = False
 
-SETUPS = [([2, 2, 1, 1], 64), ([3, 3, 2], 64), ([1, 1, 1, 1], 1), ([4], 8), ([2, 3], 16)]
+# (branching, batch); batch None: called without it (the default, 1)
+SETUPS = [([2, 2, 1, 1], 64), ([3, 3, 2], 64), ([1, 1, 1, 1], 1), ([4], 8), ([2, 3], 16),
+          ([2, 2, 1, 1], None), ([], 1), ([], 3), ([2, 1, 1, 1, 1, 1, 1, 1], 2), ([1] * 10, None), ([8, 8, 8], 1),
+          ([1, 5, 2], 5)]
+RULES = {
+    "the tree holds every level (not the last one)": ["[2, 2, 1, 1] at batch 64", "[1, 5, 2] at batch 5"],
+    "level l holds w1 * ... * w_l nodes (products, not widths)": ["[3, 3, 2] at batch 64", "[8, 8, 8] at batch 1"],
+    "the root is not a drafted node": ["[4] at batch 8", "[1, 1, 1, 1] at batch 1"],
+    "verify tokens = batch * (nodes + 1)": ["[2, 2, 1, 1] at batch 64", "[2, 3] at batch 16"],
+    "batch defaults to 1": ["[2, 2, 1, 1] (default batch)", "[1, 1, 1, 1, 1, 1, 1, 1, 1, 1] (default batch)"],
+    "an empty branching is a bare root: (0, batch)": ["[] at batch 1", "[] at batch 3"],
+    "any number of levels": ["[2, 1, 1, 1, 1, 1, 1, 1] at batch 2", "[1, 1, 1, 1, 1, 1, 1, 1, 1, 1] (default batch)"],
+    "branching is not modified (checked after every call)": ["[2, 2, 1, 1] at batch 64"],
+}
+
+
+def _name(branching: list[int], batch: int | None) -> str:
+    return f"{branching} at batch {batch}" if batch is not None else f"{branching} (default batch)"
 
 
 def cases(ctx: Context) -> list[Case]:
-    return [Case(f"{b} at batch {n}", {"branching": b, "batch": n}, "") for b, n in SETUPS]
+    return [Case(_name(b, n), {"branching": b, "batch": n}, "") for b, n in SETUPS]
 
 
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
+    if case.args["batch"] is None:
+        return fns.tree_size(list(case.args["branching"]))
     return fns.tree_size(list(case.args["branching"]), case.args["batch"])
 
 
@@ -39,4 +59,6 @@ MISTAKES = [
             {"tree_size": lambda b, n=1: (_nodes(b), n * _nodes(b))}),
     Mistake("that is the sum of the widths; level l holds the product w1 * ... * w_l nodes.",
             {"tree_size": lambda b, n=1: (sum(b), n * (sum(b) + 1))}),
+    Mistake("`batch` must default to 1 (one request) when it is not given.",
+            {"tree_size": lambda b, n=64: (_nodes(b), n * (_nodes(b) + 1))}),
 ]

@@ -1,4 +1,5 @@
-"""Residual distribution, float32, atol 1e-6 / rtol 1e-5; mistakes: no renormalization, swapped, target."""
+"""Residual distribution, atol 1e-6 / rtol 1e-5 (float32 rounding of values <= 1 is ~6e-8, far inside it);
+mistakes: no renormalization, swapped, target, float32 instead of the inputs' dtype."""
 from types import SimpleNamespace
 from typing import Any
 
@@ -12,22 +13,44 @@ NEEDS_MODEL = False
 ATOL, RTOL = 1e-6, 1e-5
 
 
-def _dist(shape, seed):
+def _dist(shape, seed, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
-    x = torch.rand(shape, generator=g) ** 3
-    return x / x.sum(-1, keepdim=True)
+    x = torch.rand(shape, generator=g, dtype=torch.float64) ** 3
+    return (x / x.sum(-1, keepdim=True)).to(dtype)
 
 
 def cases(ctx: Context) -> list[Case]:
     batch_t, batch_d = _dist((4, 8), 2), _dist((4, 8), 3)
     batch_d[2] = batch_t[2]  # a degenerate row: target == draft
+    cube_t, cube_d = _dist((2, 3, 6), 4), _dist((2, 3, 6), 5)
+    cube_d[1, 0] = cube_t[1, 0]
     return [
         Case("one row", {"target_probs": _dist((8,), 0), "draft_probs": _dist((8,), 1)}, "V = 8"),
         Case("batch with a degenerate row", {"target_probs": batch_t, "draft_probs": batch_d},
              "[4, 8], row 2 has target == draft"),
         Case("disjoint supports", {"target_probs": torch.tensor([0.5, 0.5, 0.0, 0.0]),
                                    "draft_probs": torch.tensor([0.0, 0.0, 0.25, 0.75])}, "V = 4"),
+        Case("3-D batch", {"target_probs": cube_t, "draft_probs": cube_d}, "[2, 3, 6], entry [1, 0] degenerate"),
+        Case("float64", {"target_probs": _dist((3, 5), 6, torch.float64), "draft_probs": _dist((3, 5), 7, torch.float64)},
+             "[3, 5] float64: the result must be float64 too"),
+        Case("non-contiguous rows", {"target_probs": _dist((7, 4), 8).T.contiguous().T,
+                                     "draft_probs": _dist((7, 4), 9).T.contiguous().T}, "[7, 4] with strides (1, 7)"),
+        Case("one wide row", {"target_probs": _dist((5000,), 10), "draft_probs": _dist((5000,), 11)}, "V = 5000"),
+        Case("every row degenerate", {"target_probs": _dist((2, 6), 12), "draft_probs": _dist((2, 6), 12)},
+             "[2, 6], target == draft everywhere"),
     ]
+
+
+RULES = {
+    "max(0, target - draft), not the other way round": ["one row", "batch with a degenerate row", "3-D batch"],
+    "renormalized to sum 1 over the last dim": ["one row", "batch with a degenerate row", "disjoint supports"],
+    "target_probs on degenerate rows (target == draft)": ["batch with a degenerate row", "3-D batch",
+                                                          "every row degenerate"],
+    "any leading shape ([V], [B, V], [B, T, V])": ["one row", "batch with a degenerate row", "3-D batch"],
+    "same dtype as the inputs": ["float64"],
+    "any strides, any V": ["non-contiguous rows", "one wide row"],
+    "the inputs are not modified (checked after every call)": ["one row", "float64"],
+}
 
 
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
@@ -65,4 +88,6 @@ MISTAKES = [
             "under-covers.", {"residual": lambda t, d: _normalized(_positive(d, t), t)}),
     Mistake("that is the target distribution itself; after a rejection the token must come from the "
             "positive part of target - draft.", {"residual": lambda t, d: t.clone()}),
+    Mistake("the result must keep the inputs' dtype (float64 in, float64 out): do not convert with .float().",
+            {"residual": lambda t, d: _normalized(_positive(t.float(), d.float()), t.float())}),
 ]

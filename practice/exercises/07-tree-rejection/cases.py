@@ -1,39 +1,64 @@
 """Tree verification, statistical: emitted tokens must follow the target's law AND the accepted lengths the
 exact law of recursive rejection (so a lossless but different algorithm, e.g. one that never tries the
-siblings, fails too). The caller's tensors must come back unchanged.
+siblings, fails too). The inputs must come back unchanged (judgekit.guard checks every call).
 
-Tree: root -> 3 children drawn without replacement from DRAFT0 -> one child each drawn from DRAFT1. After
-the first rejection the residual norm(max(0, p - q)) has two positive entries, so every update between
-siblings matters. Test: Pearson chi-square (tree_spec.chi_square) of the 64 completed 3-token
-sequences and of the 3 accepted lengths against their exact laws; pass if both p >= 0.001.
+Tree: root -> 3 children drawn without replacement from DRAFT0 -> one child each drawn from DRAFT1. The
+distributions are chosen so that every modelled mistake moves the law of the sequences or of the accepted
+lengths by >= 0.05 in total variation (`tree_law` computes the exact law of each variant by enumeration;
+tests/test_judge_rules.py checks the distances). Test: Pearson chi-square (tree_spec.chi_square) of the 64
+completed 3-token sequences and of the 3 accepted lengths against their exact laws; pass if both p >= 0.001.
+Also graded: a perfect draft, a root without children, a chain of 6 nodes (V = 2), and draws reproducible
+from `generator` alone (judgekit.repro).
 """
-from itertools import permutations
+from itertools import permutations, product
 from types import SimpleNamespace
 from typing import Any
 
 import torch
 
 from practice.judgekit.compare import counts_mismatch, describe
+from practice.judgekit.gen import chain
+from practice.judgekit.repro import draw_check, draw_mismatch
 from practice.judgekit.spec import Case, Context, Mistake
 
 FUNCTIONS = ("verify_tree",)
 NEEDS_MODEL = False
 V, TRIALS, ROOT, WIDTH = 4, 4000, 0, 3
 PARENTS = [-1, 0, 0, 0, 1, 2, 3]
-DRAFT0 = torch.tensor([0.55, 0.2, 0.05, 0.2])
-TARGET0 = torch.tensor([0.1, 0.3, 0.35, 0.25])  # residual after rejecting token 0: [0, 2/9, 6/9, 1/9]
+DRAFT0 = torch.tensor([0.1, 0.1, 0.75, 0.05])
+TARGET0 = torch.tensor([0.05, 0.4, 0.15, 0.4])
 DRAFT1 = torch.tensor([0.4, 0.1, 0.1, 0.4])
 TARGET1 = torch.tensor([[0.5, 0.2, 0.2, 0.1], [0.1, 0.1, 0.4, 0.4],
                         [0.3, 0.3, 0.2, 0.2], [0.2, 0.5, 0.1, 0.2]])  # row = token of the level-1 node
 TARGET2 = torch.tensor([0.25, 0.5, 0.125, 0.125])
+# the chain case: V = 2, one draft and one target row per depth
+CHAIN_DRAFT = torch.tensor([[0.3, 0.7], [0.6, 0.4], [0.2, 0.8], [0.5, 0.5], [0.7, 0.3]])
+CHAIN_TARGET = torch.tensor([[0.5, 0.5], [0.4, 0.6], [0.45, 0.55], [0.6, 0.4], [0.5, 0.5], [0.35, 0.65]])
+RULES = {
+    "accept child x with probability min(1, p(x)/q(x))": ["imperfect draft", "perfect draft", "chain of 6"],
+    "on rejection p <- norm(max(0, p - q)) with the current (updated) q": ["imperfect draft"],
+    "on rejection q loses x, renormalized": ["imperfect draft"],
+    "the siblings are tried in order": ["imperfect draft"],
+    "every child rejected: the next token from the final p": ["imperfect draft"],
+    "at a leaf: the next token from target_probs[leaf]": ["imperfect draft", "chain of 6", "root without children"],
+    "any depth (no fixed loop length)": ["chain of 6"],
+    "every random number from `generator`": ["reproducible draws"],
+    "the caller's tensors and lists come back unchanged (checked after every call)": ["imperfect draft"],
+}
 
 
 def cases(ctx: Context) -> list[Case]:
     return [
-        Case("imperfect draft", {"seed": 0, "trials": TRIALS, "perfect": False},
+        Case("imperfect draft", {"kind": "law", "seed": 0, "trials": TRIALS},
              f"[3, 1] tree, V = {V}, {TRIALS} trees, chi-square p >= 0.001 for sequences and accepted lengths"),
-        Case("perfect draft", {"seed": 1, "trials": 300, "perfect": True},
+        Case("perfect draft", {"kind": "perfect", "seed": 1, "trials": 200},
              "draft == target: a full-depth path must be accepted"),
+        Case("root without children", {"kind": "root", "seed": 2, "trials": 500},
+             "parents = [-1]: the next token from target_probs[0]"),
+        Case("chain of 6", {"kind": "chain", "seed": 3, "trials": 1500},
+             "V = 2, 1500 chains of 5 drafts: 6-token sequences and accepted lengths"),
+        Case("reproducible draws", {"kind": "repro", "seed": 4, "trials": 60},
+             "same generator seed -> same draws, whatever the global RNGs; another seed -> other draws"),
     ]
 
 
@@ -49,27 +74,34 @@ def _tree(g, perfect):
     return tokens, draft, target
 
 
-def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
-    """-> (counts [V**3] of completed sequences, counts [3] of accepted lengths), or a str if malformed."""
-    perfect = case.args["perfect"]
-    trials = case.args["trials"] if perfect else ctx.trials(case.args["trials"])
-    g_draft, g_fill = torch.Generator().manual_seed(case.args["seed"]), torch.Generator().manual_seed(99)
-    generator = torch.Generator().manual_seed(case.args["seed"] + 1000)
+def _chain(g):
+    """One drafted chain of 5 drafts -> tokens [6], draft_probs [6, 2], target_probs [6, 2]."""
+    tokens = [ROOT] + [int(torch.multinomial(row, 1, generator=g)) for row in CHAIN_DRAFT]
+    return tokens, torch.cat([CHAIN_DRAFT, torch.zeros(1, 2)]), CHAIN_TARGET.clone()
+
+
+def _run(fns, parents, tokens, draft, target, generator) -> tuple[list[int], int] | str:
+    out = fns.verify_tree(list(tokens), list(parents), draft, target, generator)
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], list) and isinstance(out[1], int)):
+        return f"verify_tree must return (path: list[int], next_token: int), got {describe(out)}."
+    path, nxt = out
+    if not path or path[0] != 0 or any(not isinstance(b, int) or not 0 < b < len(parents) or parents[b] != a
+                                       for a, b in zip(path, path[1:])):
+        return (f"the path {path} is not a root path of parents={parents} (tokens={tokens}): it starts at 0 "
+                f"and follows parent -> child.")
+    return path, nxt
+
+
+def _trees(fns, trials, seed, generator, perfect=False):
+    """-> (sequence counts [V**3], length counts [3]) or a str."""
+    g_draft, g_fill = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(99)
     sequences, lengths = torch.zeros(V ** 3), torch.zeros(3)
     for _ in range(trials):
         tokens, draft, target = _tree(g_draft, perfect)
-        draft_in, target_in = draft.clone(), target.clone()
-        out = fns.verify_tree(list(tokens), list(PARENTS), draft, target, generator)
-        if not (torch.equal(draft, draft_in) and torch.equal(target, target_in)):
-            which = "draft_probs" if not torch.equal(draft, draft_in) else "target_probs"
-            return (f"verify_tree modified the caller's {which} in place; never modify the caller's tensors "
-                    f"(clone a row before changing it).")
-        if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], list) and isinstance(out[1], int)):
-            return f"verify_tree must return (path: list[int], next_token: int), got {describe(out)}."
+        out = _run(fns, PARENTS, tokens, draft, target, generator)
+        if isinstance(out, str):
+            return out
         path, nxt = out
-        if not path or path[0] != 0 or any(PARENTS[b] != a for a, b in zip(path, path[1:])):
-            return (f"the path {path} is not a root path of parents={PARENTS} (tokens={tokens}): it starts at 0 "
-                    f"and follows parent -> child.")
         lengths[len(path) - 1] += 1
         seq = [tokens[i] for i in path[1:]] + [nxt]
         if len(seq) < 2:
@@ -80,63 +112,149 @@ def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
     return sequences, lengths
 
 
-def _residual(p, q):
+def _draws(fns, trials, seed, generator) -> list[tuple[list[int], int]] | str:
+    """The (path, next_token) of `trials` drafted trees, or a str."""
+    g_draft, out = torch.Generator().manual_seed(seed), []
+    for _ in range(trials):
+        result = _run(fns, PARENTS, *_tree(g_draft, False), generator)
+        if isinstance(result, str):
+            return result
+        out.append(result)
+    return out
+
+
+def _chains(fns, trials, seed, generator):
+    """-> (sequence counts [2**6], length counts [6]) or a str."""
+    g_draft, g_fill = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(99)
+    sequences, lengths = torch.zeros(2 ** 6), torch.zeros(6)
+    for _ in range(trials):
+        tokens, draft, target = _chain(g_draft)
+        out = _run(fns, chain(6), tokens, draft, target, generator)
+        if isinstance(out, str):
+            return out
+        path, nxt = out
+        lengths[len(path) - 1] += 1
+        seq = [tokens[i] for i in path[1:]] + [nxt]
+        while len(seq) < 6:
+            seq.append(int(torch.multinomial(CHAIN_TARGET[len(seq)], 1, generator=g_fill)))
+        sequences[int("".join(map(str, seq)), 2)] += 1
+    return sequences, lengths
+
+
+def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
+    """-> (sequence counts, length counts), next-token counts (root), the reproducibility dict, or a str."""
+    kind, seed, trials = case.args["kind"], case.args["seed"], case.args["trials"]
+    generator = torch.Generator().manual_seed(seed + 1000)
+    if kind == "law":
+        return _trees(fns, ctx.trials(trials), seed, generator)
+    if kind == "perfect":
+        return _trees(fns, trials, seed, generator, perfect=True)
+    if kind == "chain":
+        return _chains(fns, trials, seed, generator)
+    if kind == "repro":
+        return draw_check(lambda g: _draws(fns, trials, seed, g), seed + 1000)
+    counts = torch.zeros(V)
+    for _ in range(trials):
+        out = _run(fns, [-1], [ROOT], torch.zeros(1, V), TARGET0[None].clone(), generator)
+        if isinstance(out, str):
+            return out
+        counts[out[1]] += 1
+    return counts
+
+
+def _residual(p, q, normalize=True):
     x = (p - q).clamp_min(0)
-    return x / x.sum() if x.sum() > 0 else p
+    if x.sum() <= 0:
+        return p
+    return x / x.sum() if normalize else x
 
 
-def _unnormalized_residual(p, q):
-    x = (p - q).clamp_min(0)
-    return x if x.sum() > 0 else p
-
-
-def length_law() -> torch.Tensor:
-    """Exact P(accepted length = 0, 1, 2) [3] of recursive rejection on this tree, by enumerating the draws."""
-    law = torch.zeros(3, dtype=torch.float64)
-    p0, q0 = TARGET0.double(), DRAFT0.double()
+def tree_law(update_p=True, update_q=True, final_from_p=True, renormalize=True, siblings=True,
+             original_q=False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact laws (sequences [V**3], accepted lengths [3]) of a variant of recursive rejection on this tree,
+    by enumerating the ordered children; the flags are those of `_verify` (all defaults: the right rule)."""
+    d0, t0, d1, t1, t2 = (x.double() for x in (DRAFT0, TARGET0, DRAFT1, TARGET1, TARGET2))
+    seq, lengths = torch.zeros(V, V, V, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)
     for order in permutations(range(V), WIDTH):
-        q, weight = q0.clone(), 1.0
+        q, reach = d0.clone(), 1.0
         for x in order:  # probability of drawing this ordered set without replacement
-            weight *= float(q[x] / q.sum())
+            reach *= float(q[x] / q.sum())
             q[x] = 0
-        p, q, reach = p0, q0.clone(), weight
-        for x in order:
+        p, q = t0.clone(), d0.clone()
+        for x in (order if siblings else order[:1]):
             accept = min(1.0, float(p[x] / q[x]))
-            deeper = float(torch.minimum(DRAFT1.double(), TARGET1[x].double()).sum())  # P(grandchild accepted)
-            law[1] += reach * accept * (1 - deeper)
-            law[2] += reach * accept * deeper
+            for y in range(V):  # the accepted child's own child y, drawn from DRAFT1
+                w = reach * accept * float(d1[y])
+                a = min(1.0, float(t1[x, y] / d1[y]))
+                seq[x, y] += w * a * t2
+                lengths[2] += w * a
+                seq[x] += w * (1 - a) * torch.outer(_residual(t1[x], d1) if final_from_p else t1[x], t2)
+                lengths[1] += w * (1 - a)
             reach *= 1 - accept
-            p = _residual(p, q)
-            q[x] = 0
-            q = q / q.sum()
-        law[0] += reach
-    return law
+            if update_p:
+                p = _residual(p, d0 if original_q else q, renormalize)
+            if update_q:
+                q[x] = 0
+                q = q / q.sum()
+        last = (p if final_from_p else t0) if update_p else _residual(p, q)
+        seq += reach * torch.einsum("a,ab,c->abc", last / last.sum(), t1, t2)
+        lengths[0] += reach
+    return seq.flatten(), lengths
+
+
+def chain_length_law() -> torch.Tensor:
+    """Exact P(accepted length = 0..5) [6] on the chain: depth i is reached with prob prod_j sum_x min(d_j, t_j)."""
+    accept = torch.minimum(CHAIN_DRAFT.double(), CHAIN_TARGET[:5].double()).sum(-1).tolist() + [0.0]
+    law, reach = [], 1.0
+    for a in accept:
+        law.append(reach * (1 - a))
+        reach *= a
+    return torch.tensor(law)
 
 
 def expected(case: Case, ctx: Context) -> Any:
-    if case.args["perfect"]:
-        return torch.zeros(V ** 3), torch.tensor([0.0, 0.0, float(case.args["trials"])])
-    sequences = (TARGET0[:, None, None] * TARGET1[:, :, None] * TARGET2[None, None, :]).flatten()
-    return sequences, length_law().float()
+    kind, trials = case.args["kind"], case.args["trials"]
+    if kind == "perfect":
+        return torch.zeros(V ** 3), torch.tensor([0.0, 0.0, float(trials)])
+    if kind == "root":
+        return TARGET0 * trials
+    if kind == "repro":
+        return {"same seed, global RNGs reseeded: same draws": True, "another seed: other draws": True}
+    if kind == "chain":
+        law = torch.ones(1, dtype=torch.float64)
+        for row in CHAIN_TARGET.double():
+            law = torch.outer(law, row).flatten()
+        return law.float(), chain_length_law().float()
+    sequences, lengths = tree_law()
+    return sequences.float(), lengths.float()
 
 
 def check(got: Any, expected: Any, case: Case) -> str | None:
     if isinstance(got, str):
         return got
+    kind = case.args["kind"]
+    if kind == "repro":
+        return draw_mismatch(got, expected, "verify_tree")
+    if kind == "root":
+        return counts_mismatch(got, expected, "next tokens of a root without children (they must follow "
+                                              "target_probs[0])")
     if not (isinstance(got, tuple) and len(got) == 2):
         return f"expected (sequence counts, length counts), got {describe(got)}."
-    if case.args["perfect"]:
+    if kind == "perfect":
         lengths = got[1]
         if isinstance(lengths, torch.Tensor) and lengths.shape == (3,) and lengths[2] == expected[1][2]:
             return None
         return (f"with draft == target the first child is always accepted (min(1, 1) = 1), so the path must "
                 f"reach depth 2; it stopped earlier in {int(expected[1][2] - lengths[2])} of {int(expected[1][2])} trees.")
+    if kind == "chain":
+        return (counts_mismatch(got[0], expected[0], "emitted 6-token sequences of the chain (binary index)")
+                or counts_mismatch(got[1], expected[1], "accepted lengths of the chain (0 to 5 drafted tokens)"))
     return (counts_mismatch(got[0], expected[0], "emitted sequences (index = 16*a + 4*b + c)")
             or counts_mismatch(got[1], expected[1], "accepted lengths (0, 1, 2 drafted tokens)"))
 
 
 def _verify(tokens, parents, draft_probs, target_probs, generator, update_p=True, update_q=True,
-            final_from_p=True, renormalize=True, siblings=True):
+            final_from_p=True, renormalize=True, siblings=True, original_q=False):
     path = [0]
     while True:
         node = path[-1]
@@ -150,7 +268,7 @@ def _verify(tokens, parents, draft_probs, target_probs, generator, update_p=True
                 path.append(child)
                 break
             if update_p:
-                p = _residual(p, q) if renormalize else _unnormalized_residual(p, q)
+                p = _residual(p, draft_probs[node] if original_q else q, renormalize)
             if update_q:
                 q[x] = 0
                 q = q / q.sum()
@@ -159,22 +277,32 @@ def _verify(tokens, parents, draft_probs, target_probs, generator, update_p=True
             return path, int(torch.multinomial(last if update_p else _residual(p, q), 1, generator=generator))
 
 
-def _mistake(**kind):
-    return lambda *args: _verify(*args, **kind)
-
-
-MISTAKES = [
-    Mistake("every sibling is tested against the original rows: after a rejection, p must become the residual "
-            "norm(max(0, p - q)) and q must drop the rejected token (renormalized) before the next child is tried.",
-            {"verify_tree": _mistake(update_p=False, update_q=False)}),
-    Mistake("q is not updated after a rejection: the next child was drawn without replacement, so remove the "
-            "rejected token from q (q[x] = 0) and renormalize.", {"verify_tree": _mistake(update_q=False)}),
-    Mistake("when every child is rejected, the token must come from the final residual p, not from "
-            "target_probs[node].", {"verify_tree": _mistake(final_from_p=False)}),
-    Mistake("the residual max(0, p - q) is not renormalized before the next sibling is tried: p must be a "
-            "distribution again (divide by its sum), or the next acceptance test min(1, p/q) is too strict.",
-            {"verify_tree": _mistake(renormalize=False)}),
-    Mistake("only the first child is ever tried: the output is still lossless, but after a rejection the "
-            "siblings must be tried in order (with the updated p and q) before sampling from the residual.",
-            {"verify_tree": _mistake(siblings=False)}),
-]
+# mistake name -> the flags of `_verify` (and `tree_law`) that model it
+VARIANTS = {
+    "no sibling residual": {"update_p": False, "update_q": False},
+    "q not updated": {"update_q": False},
+    "final token from the target": {"final_from_p": False},
+    "residual not renormalized": {"renormalize": False},
+    "first child only": {"siblings": False},
+    "residual against the original q": {"original_q": True},
+}
+MESSAGES = {
+    "no sibling residual": "every sibling is tested against the original rows: after a rejection, p must become "
+                           "the residual norm(max(0, p - q)) and q must drop the rejected token (renormalized) "
+                           "before the next child is tried.",
+    "q not updated": "q is not updated after a rejection: the next child was drawn without replacement, so remove "
+                     "the rejected token from q (q[x] = 0) and renormalize.",
+    "final token from the target": "when every child is rejected, the token must come from the final residual p, "
+                                   "not from target_probs[node].",
+    "residual not renormalized": "the residual max(0, p - q) is not renormalized before the next sibling is tried: "
+                                 "p must be a distribution again (divide by its sum), or the next acceptance test "
+                                 "min(1, p/q) is too strict.",
+    "first child only": "only the first child is ever tried: the output is still lossless, but after a rejection "
+                        "the siblings must be tried in order (with the updated p and q) before sampling from the "
+                        "residual.",
+    "residual against the original q": "the residual after a rejection was taken against the ORIGINAL "
+                                       "draft_probs[node]; take it against the current q (with the earlier "
+                                       "rejected tokens removed): p <- norm(max(0, p - q)), then update q.",
+}
+MISTAKES = [Mistake(MESSAGES[name], {"verify_tree": lambda *args, flags=flags: _verify(*args, **flags)})
+            for name, flags in VARIANTS.items()]

@@ -1,0 +1,9 @@
+"""Defaults batch to the chapter's 64 instead of 1."""
+
+
+def tree_size(branching: list[int], batch: int = 64) -> tuple[int, int]:
+    nodes, level = 0, 1
+    for width in branching:
+        level *= width
+        nodes += level
+    return nodes, batch * (nodes + 1)
