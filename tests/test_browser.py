@@ -29,7 +29,7 @@ PANELS = 4
 CELLS = [
     "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path.cwd().resolve().parent))\n"
     "from mini_llm import load_model, load_tokenizer\n"
-    "from tree_spec.widgets import batch_panel, speedup_panel, tree_panel, tree_viewer_panel",
+    "from tree_spec.ui.widgets import batch_panel, speedup_panel, tree_panel, tree_viewer_panel",
     "speedup_panel()",
     "tree_panel()",
     "batch_panel()",

@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from mini_llm import generate, logits_to_probs
-from tree_spec import SpecOutput, speculative_generate, tree_speculative_generate
-from tree_spec.speedup import chi_square
+from tree_spec import ModelDrafter, SamplingParams, SpecOutput, speculative_generate, tree_speculative_generate
+from tree_spec.analysis.stats import chi_square
 from tests.spec_models import perturbed_copy, prompts, random_model
 
 
@@ -81,8 +81,8 @@ def test_pooled_sums_first_then_takes_the_ratios():
 def test_sampled_chain_is_reproducible(target, draft):
     prompt = prompts(target.cfg.vocab_size, 1)[0]
     runs = [
-        speculative_generate(target, draft, prompt, 30, k=3, temperature=0.9, top_p=0.95,
-                             generator=torch.Generator().manual_seed(seed)).tokens
+        speculative_generate(target, draft, prompt, 30, k=3,
+                             sampling=SamplingParams(0.9, top_p=0.95, generator=torch.Generator().manual_seed(seed))).tokens
         for seed in (1, 1, 2)
     ]
     assert runs[0] == runs[1] and runs[0] != runs[2] and len(runs[0]) == 30
@@ -119,7 +119,7 @@ def test_confidence_stop_follows_the_draft_path_probability(target, draft):
     from tree_spec import build_draft_tree
     prompt = prompts(target.cfg.vocab_size, 1)[0]
     context, root = prompt[:-1], prompt[-1]
-    tree = build_draft_tree(draft, context, root, [1] * 6, min_path_prob=0.5)
+    tree = build_draft_tree(ModelDrafter(draft), context, root, [1] * 6, min_path_prob=0.5)
     tokens, path = [root], 1.0
     with torch.inference_mode():
         for _ in range(6):
@@ -131,7 +131,7 @@ def test_confidence_stop_follows_the_draft_path_probability(target, draft):
                 break
     assert tree.tokens == tokens and tree.parents == list(range(-1, len(tokens) - 1))
     with pytest.raises(ValueError, match="min_path_prob"):
-        build_draft_tree(draft, context, root, [1, 1], min_path_prob=1.5)
+        build_draft_tree(ModelDrafter(draft), context, root, [1, 1], min_path_prob=1.5)
 
 
 def test_confidence_stop_on_a_sampled_tree_whose_nodes_have_different_numbers_of_children():
@@ -152,8 +152,8 @@ def test_confidence_stop_on_a_sampled_tree_whose_nodes_have_different_numbers_of
                 rows[i, allowed] = 0.0
             return rows
 
-    tree = build_draft_tree(Uneven(), [4], 0, [3, 2, 2], temperature=1.0, min_path_prob=0.2,
-                            generator=torch.Generator().manual_seed(0))
+    tree = build_draft_tree(Uneven(), [4], 0, [3, 2, 2], min_path_prob=0.2,
+                            sampling=SamplingParams(1.0, generator=torch.Generator().manual_seed(0)))
     # depth 1: three children at 1/3; odd nodes get 1 child (prob 1), even nodes 2 (1/2 each: 1/6 < 0.2, no growth)
     assert tree.parents[:4] == [-1, 0, 0, 0] and len(tree.tokens) == len(tree.parents)
     depth2 = [i for i, p in enumerate(tree.parents) if 1 <= p <= 3]
@@ -175,13 +175,14 @@ def test_sampled_decoding_follows_the_target_distribution(method):
     accepted = 0
     for _ in range(800):
         if method == "chain k=3, confidence stop":  # chains of 1 to 3 drafts: depth 2 is still verified often
-            out = speculative_generate(target, draft, prompt, 4, k=3, temperature=1.0, generator=generator,
-                                       min_path_prob=0.3)
+            out = speculative_generate(target, draft, prompt, 4, k=3, min_path_prob=0.3,
+                                       sampling=SamplingParams(1.0, generator=generator))
         elif method.startswith("chain"):
-            out = speculative_generate(target, draft, prompt, 4, k=2, temperature=1.0, generator=generator)
+            out = speculative_generate(target, draft, prompt, 4, k=2,
+                                       sampling=SamplingParams(1.0, generator=generator))
         else:
-            out = tree_speculative_generate(target, draft, prompt, 4, branching=[2, 2], temperature=1.0,
-                                            generator=generator)
+            out = tree_speculative_generate(target, draft, prompt, 4, branching=[2, 2],
+                                            sampling=SamplingParams(1.0, generator=generator))
         counts[out.tokens[2]] += 1
         accepted += sum(out.accepted_per_call)
     assert accepted > 400, accepted
@@ -204,7 +205,7 @@ def test_edge_cases(target, draft):
         speculative_generate(target, draft, prompt, 5, k=0)
     with pytest.raises(ValueError, match="batch size 1"):
         speculative_generate(target, draft, torch.zeros(2, 3, dtype=torch.long, device="cpu"), 5)
-    with pytest.raises(TypeError, match="Drafter"):
+    with pytest.raises(TypeError, match="drafter"):
         speculative_generate(target, "draft", prompt, 5)
 
 
@@ -254,8 +255,8 @@ def test_loops_refuse_odd_input(target, draft):
             speculative_generate(target, draft, prompt, 5, k=bad)
         with pytest.raises(ValueError, match="branching"):
             tree_speculative_generate(target, draft, prompt, 5, branching=[2, bad])
-        with pytest.raises(ValueError, match="top_k|depth|total_tokens"):
-            dynamic_tree_speculative_generate(target, draft, prompt, 5, top_k=bad)
+        with pytest.raises(ValueError, match="width|depth|total_tokens"):
+            dynamic_tree_speculative_generate(target, draft, prompt, 5, width=bad)
         with pytest.raises(ValueError, match="depth"):
             dynamic_tree_speculative_generate(target, draft, prompt, 5, depth=bad)
     with pytest.raises(ValueError, match="eos_token_id"):

@@ -19,22 +19,24 @@ import torch
 
 from mini_llm import Transformer, generate, generate_batch, load_model
 from mini_llm.graphs import static_generate
+from tree_spec import SamplingParams
 from tree_spec import (
-    LookaheadDrafter, NGramDrafter, batch_speculative_generate, dynamic_tree_speculative_generate,
-    lookahead_generate, speculative_generate, tree_speculative_generate,
+    LookaheadDrafter, NGramDrafter, batch_speculative_generate, dynamic_tree_speculative_generate, lookahead_generate, speculative_generate, tree_speculative_generate,
 )
-from tree_spec.costs import ForwardTimer
-from tree_spec.head_io import load_head
-from tree_spec.sampling import paired_distributions, verify_chain, verify_tree
-from tree_spec.speedup import chi_square, simulate_tail
-from tree_spec.static_chain import static_speculative_generate
-from tree_spec.static_tree import static_dynamic_tree_generate
+from tree_spec.analysis.costs import ForwardTimer
+from tree_spec.drafters.head_io import load_head
+from tree_spec.analysis.stats import paired_distributions
+from tree_spec.core.sampling import verify_chain, verify_tree
+from tree_spec.analysis.stats import chi_square
+from tree_spec.analysis.speedup import simulate_tail
+from tree_spec.fixed_shape.chain import fixed_shape_speculative_generate
+from tree_spec.fixed_shape.tree import fixed_shape_dynamic_tree_generate
 from tests.spec_models import checkpoint_with_tokenizer, prompts, random_model
 from tests.test_bench import folders  # noqa: F401 (a fixture)
 from tests.test_devices import DRAFTERS, DYNAMIC, NEW, TREE, make_drafter
 
-STATIC = {"small model", "INT4 self", "EAGLE", "EAGLE draft_vocab", "EAGLE-3", "MTP"}  # what StaticChain runs
-FEATURE = {"EAGLE", "EAGLE draft_vocab", "EAGLE-3", "MTP"}  # what StaticTree runs
+FIXED_SHAPE_CHAIN = {"small model", "INT4 self", "EAGLE", "EAGLE draft_vocab", "EAGLE-3", "MTP"}
+FIXED_SHAPE_TREE = {"EAGLE", "EAGLE draft_vocab", "EAGLE-3", "MTP"}  # recurrent heads
 
 
 def meta_default(run: Callable[[], object]) -> object:
@@ -56,11 +58,11 @@ def test_every_drafter_and_loop_names_its_devices(target: Transformer, kind: str
         "static tree": lambda p: tree_speculative_generate(target, drafter, p, NEW, branching=TREE).tokens,
         "dynamic tree": lambda p: dynamic_tree_speculative_generate(target, drafter, p, NEW, **DYNAMIC).tokens,
     }
-    if kind in STATIC:
-        runs["fixed-shape chain"] = lambda p: static_speculative_generate(target, drafter, p, NEW, k=3).tokens
-    if kind in FEATURE:
-        runs["fixed-shape dynamic tree"] = lambda p: static_dynamic_tree_generate(target, drafter, p, NEW,
-                                                                                  **DYNAMIC).tokens
+    if kind in FIXED_SHAPE_CHAIN:
+        runs["fixed-shape chain"] = lambda p: fixed_shape_speculative_generate(target, drafter, p, NEW, k=3).tokens
+    if kind in FIXED_SHAPE_TREE:
+        runs["fixed-shape dynamic tree"] = lambda p: fixed_shape_dynamic_tree_generate(target, drafter, p, NEW,
+                                                                                       **DYNAMIC).tokens
     prompt = prompts(target.cfg.vocab_size, 1, length=10, seed=3)[0]
 
     def seeded(seed: int) -> torch.Generator:
@@ -68,9 +70,9 @@ def test_every_drafter_and_loop_names_its_devices(target: Transformer, kind: str
 
     sampled = {
         "sampled tree": lambda s: tree_speculative_generate(target, drafter, prompt, NEW, branching=TREE,
-                                                            temperature=1.0, generator=seeded(s)).tokens,
+                                                            sampling=SamplingParams(1.0, generator=seeded(s))).tokens,
         "sampled dynamic tree": lambda s: dynamic_tree_speculative_generate(
-            target, drafter, prompt, NEW, **DYNAMIC, temperature=1.0, generator=seeded(s)).tokens,
+            target, drafter, prompt, NEW, **DYNAMIC, sampling=SamplingParams(1.0, generator=seeded(s))).tokens,
     }
     for greedy_prompt in prompts(target.cfg.vocab_size, 2, length=10, seed=7):
         expected = generate(target, torch.tensor([greedy_prompt], device="cpu"), NEW)[0].tolist()
@@ -95,8 +97,8 @@ def test_plain_batched_lookahead_and_fixed_shape_decoding(target: Transformer) -
 
     def sampled() -> tuple[list[int], list[int]]:
         return (generate(target, rows[0], NEW, temperature=1.0, generator=torch.Generator().manual_seed(3))[0].tolist(),
-                speculative_generate(target, ngram, rows[0], NEW, k=3, temperature=1.0,
-                                     generator=torch.Generator().manual_seed(3)).tokens)
+                speculative_generate(target, ngram, rows[0], NEW, k=3,
+                                     sampling=SamplingParams(1.0, generator=torch.Generator().manual_seed(3))).tokens)
     assert meta_default(sampled) == sampled()
 
 
@@ -120,7 +122,7 @@ def test_verifiers_simulations_and_cost_curves_work_on_the_host() -> None:
 
 
 def test_head_training_and_loading(tmp_path_factory: pytest.TempPathFactory) -> None:
-    from tree_spec.train_heads import main
+    from tree_spec.analysis.train_heads import main
 
     target_dir = checkpoint_with_tokenizer(tmp_path_factory.mktemp("target"), std=0.3)
     for kind in ("eagle3", "medusa"):
@@ -135,8 +137,8 @@ def test_head_training_and_loading(tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def test_benchmark_harness(folders) -> None:  # noqa: F811
-    """`python -m tree_spec.bench --quick` greedy (every method but transformers') and the fixed-shape bench."""
-    from tree_spec import bench, graph_bench
+    """`python -m tree_spec.analysis.bench --quick` greedy (every method but transformers') and the fixed-shape bench."""
+    from tree_spec.analysis import bench, graph_bench
 
     root, target = folders
     result = meta_default(lambda: bench.main([

@@ -19,13 +19,13 @@ import pytest
 import torch
 
 from mini_llm import Transformer, generate, generate_batch, load_model
+from tree_spec import SamplingParams
+from tree_spec.drafters.features import HeadDrafter, MedusaDrafter
 from tree_spec import (
-    HeadDrafter, LookaheadDrafter, MedusaDrafter, ModelDrafter, NGramDrafter, QuantizedSelfDrafter,
-    batch_speculative_generate, build_draft_tree, build_dynamic_tree, dynamic_tree_speculative_generate,
-    lookahead_generate, speculative_generate, tree_speculative_generate,
+    LookaheadDrafter, ModelDrafter, NGramDrafter, QuantizedSelfDrafter, batch_speculative_generate, build_draft_tree, build_dynamic_tree, dynamic_tree_speculative_generate, lookahead_generate, speculative_generate, tree_speculative_generate,
 )
-from tree_spec.drafters import Drafter
-from tree_spec.heads import make_head
+from tree_spec.drafters.base import Drafter
+from tree_spec.drafters.heads import make_head
 from tests.judge_support import judge, judge_env
 from tests.spec_models import checkpoint_with_tokenizer, perturbed_copy, prompts, random_model
 
@@ -34,7 +34,7 @@ DEVICES = ["cpu", pytest.param("cuda", marks=CUDA)]
 DRAFTERS = ["n-gram", "small model", "INT4 self", "Medusa", "EAGLE", "EAGLE draft_vocab", "EAGLE-3", "MTP"]
 NEW = 16
 TREE = [2, 2, 1]
-DYNAMIC = dict(depth=3, top_k=3, total_tokens=8)
+DYNAMIC = dict(depth=3, width=3, total_tokens=8)
 
 
 @pytest.fixture(scope="module", params=DEVICES)
@@ -137,9 +137,9 @@ def test_sampled_tree_decoding_runs_and_is_seeded(device: str, target: Transform
 
     runs: dict[str, Callable[[int], list[int]]] = {
         "static tree": lambda s: tree_speculative_generate(target, drafter, prompt, NEW, branching=TREE,
-                                                           temperature=1.0, generator=gen(s)).tokens,
-        "dynamic tree": lambda s: dynamic_tree_speculative_generate(target, drafter, prompt, NEW, **DYNAMIC,
-                                                                    temperature=1.0, generator=gen(s)).tokens,
+                                                           sampling=SamplingParams(1.0, generator=gen(s))).tokens,
+        "dynamic tree": lambda s: dynamic_tree_speculative_generate(
+            target, drafter, prompt, NEW, **DYNAMIC, sampling=SamplingParams(1.0, generator=gen(s))).tokens,
     }
     for form, run in runs.items():
         with logits_devices(drafter) as seen:
@@ -149,8 +149,8 @@ def test_sampled_tree_decoding_runs_and_is_seeded(device: str, target: Transform
     assert len(plain(target, prompt, temperature=1.0, generator=gen(5))) == NEW
     if drafter.feature_layers is None:  # a feature drafter needs the loop's observe() calls before drafting
         drafter.reset(64)
-        for tree in (build_draft_tree(drafter, prompt, 1, TREE, temperature=1.0, generator=gen(0)),
-                     build_dynamic_tree(drafter, prompt, 1, **DYNAMIC, temperature=1.0, generator=gen(0))):
+        for tree in (build_draft_tree(drafter, prompt, 1, TREE, sampling=SamplingParams(1.0, generator=gen(0))),
+                     build_dynamic_tree(drafter, prompt, 1, **DYNAMIC, sampling=SamplingParams(1.0, generator=gen(0)))):
             assert tree.draft_probs.device.type == device
 
 
@@ -167,9 +167,9 @@ def test_batched_rows_equal_generate(device: str, target: Transformer) -> None:
 
 
 def test_head_trains_on_the_device(device: str, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """`python -m tree_spec.train_heads --device`: a few steps on a random target, the head written and loadable."""
-    from tree_spec.head_io import load_head
-    from tree_spec.train_heads import main
+    """`python -m tree_spec.analysis.train_heads --device`: a few steps on a random target, the head written and loadable."""
+    from tree_spec.drafters.head_io import load_head
+    from tree_spec.analysis.train_heads import main
 
     target_dir = checkpoint_with_tokenizer(tmp_path_factory.mktemp("target"), std=0.3)
     for kind in ("eagle3", "medusa"):

@@ -3,15 +3,16 @@ import pytest
 import torch
 
 from mini_llm import generate, logits_to_probs
-from tree_spec import (
-    ModelDrafter, build_draft_tree, speculative_generate, tree_speculative_generate, validate_parents,
-)
-from tree_spec.drafters import Drafter, TargetFeatures
-from tree_spec.dynamic import build_dynamic_tree, dynamic_tree_speculative_generate
-from tree_spec.feature_drafters import HeadDrafter, MedusaDrafter
-from tree_spec.heads import HEAD_KINDS, make_head
-from tree_spec.ngram import NGramDrafter, ngram_continuations
-from tree_spec.topology import depths
+from tree_spec import build_draft_tree, ModelDrafter, SamplingParams, speculative_generate, tree_speculative_generate
+from tree_spec.core.topology import validate_parents
+from tree_spec.drafters.base import Drafter
+from tree_spec.core.contracts import TargetFeatures
+from tree_spec.core.growth import build_dynamic_tree
+from tree_spec.decoding.dynamic import dynamic_tree_speculative_generate
+from tree_spec.drafters.features import HeadDrafter, MedusaDrafter
+from tree_spec.drafters.heads import HEAD_KINDS, make_head
+from tree_spec.drafters.ngram import NGramDrafter, ngram_continuations
+from tree_spec.core.topology import depths
 from tests.spec_models import perturbed_copy, prompts, random_model
 
 
@@ -44,7 +45,7 @@ def test_greedy_identity_chain_tree_and_dynamic_tree(target, kind):
         expected = generate(target, torch.tensor([prompt], device="cpu"), 20)[0].tolist()
         assert speculative_generate(target, drafter, prompt, 20, k=3).tokens == expected
         assert tree_speculative_generate(target, drafter, prompt, 20, branching=[2, 2, 1]).tokens == expected
-        dynamic = dynamic_tree_speculative_generate(target, drafter, prompt, 20, depth=3, top_k=3, total_tokens=8)
+        dynamic = dynamic_tree_speculative_generate(target, drafter, prompt, 20, depth=3, total_tokens=8, width=3)
         assert dynamic.tokens == expected
 
 
@@ -56,9 +57,9 @@ def test_sampled_runs_are_reproducible(target, kind):
     def run(seed, dynamic):
         g = torch.Generator().manual_seed(seed)
         if dynamic:
-            return dynamic_tree_speculative_generate(target, drafter, prompt, 24, depth=3, top_k=2, total_tokens=6,
-                                                     temperature=1.0, generator=g).tokens
-        return speculative_generate(target, drafter, prompt, 24, k=3, temperature=1.0, generator=g).tokens
+            return dynamic_tree_speculative_generate(target, drafter, prompt, 24, depth=3, total_tokens=6, width=2,
+                                                     sampling=SamplingParams(1.0, generator=g)).tokens
+        return speculative_generate(target, drafter, prompt, 24, k=3, sampling=SamplingParams(1.0, generator=g)).tokens
 
     for dynamic in (False, True):
         a, b, c = run(5, dynamic), run(5, dynamic), run(6, dynamic)
@@ -146,7 +147,7 @@ class FixedDrafter(Drafter):
 
 
 def test_dynamic_tree_keeps_the_best_total_tokens_nodes():
-    tokens, parents = build_dynamic_tree(FixedDrafter(), [1, 2], 7, depth=2, top_k=2, total_tokens=3)
+    tokens, parents = build_dynamic_tree(FixedDrafter(), [1, 2], 7, depth=2, total_tokens=3, width=2)
     # candidates: a .5, b .3 | aa .25, ab .15, ba .15, bb .09 -> keep a, b, aa
     assert (tokens, parents) == ([7, 0, 1, 0], [-1, 0, 0, 1])
 
@@ -161,8 +162,8 @@ def test_dynamic_tree_has_exactly_total_tokens_nodes_and_is_valid(target):
         for node in range(len(tree.tokens)):
             kids = [tree.tokens[i] for i, p in enumerate(tree.parents) if p == node]
             assert len(kids) == len(set(kids)) <= top_k
-        sampled = build_dynamic_tree(drafter, context, 3, depth, top_k, total, temperature=1.0,
-                                     generator=torch.Generator().manual_seed(0))
+        sampled = build_dynamic_tree(drafter, context, 3, depth, top_k, total,
+                                     sampling=SamplingParams(1.0, generator=torch.Generator().manual_seed(0)))
         validate_parents(sampled.parents)
         assert len(sampled.tokens) == total + 1
         internal = sorted(set(sampled.parents) - {-1})
@@ -218,12 +219,12 @@ def test_sampled_dynamic_tree_verification_is_lossless():
     distribution (a sanity check of the sampled path: at this sample size it does not separate the
     rank-based scores from naive value-based ones, see `tree_spec.dynamic` for the argument)."""
     from tree_spec import verify_tree
-    from tree_spec.speedup import chi_square
+    from tree_spec.analysis.stats import chi_square
 
     gen, counts = torch.Generator().manual_seed(0), torch.zeros(5, device="cpu")
     for _ in range(3000):
-        tree = build_dynamic_tree(PathDrafter(), [0], 1, depth=2, top_k=3, total_tokens=3, temperature=1.0,
-                                  generator=gen)
+        tree = build_dynamic_tree(PathDrafter(), [0], 1, depth=2, total_tokens=3, width=3,
+                                  sampling=SamplingParams(1.0, generator=gen))
         target_probs = torch.stack([torch.softmax(path_logits(tree.tokens, tree.parents, i, salt=2), -1)
                                     for i in range(len(tree.tokens))])
         path, next_token = verify_tree(tree.tokens, tree.parents, tree.draft_probs, target_probs, gen)

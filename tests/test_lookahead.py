@@ -3,7 +3,9 @@ import pytest
 import torch
 
 from mini_llm import generate
-from tree_spec import LookaheadDrafter, lookahead_generate, validate_parents
+from tree_spec.core.contracts import Branching, DraftRequest, Proposer
+from tree_spec import LookaheadDrafter, lookahead_generate
+from tree_spec.core.topology import validate_parents
 from tests.spec_models import prompts, random_model
 
 
@@ -44,22 +46,27 @@ def test_jacobi_converges_and_the_pool_pays(target):
     assert out.tau > 3.0, f"tau {out.tau:.2f}: Jacobi guesses never converged"
 
 
+def ask(context: list[int], root: int, max_depth: int) -> DraftRequest:
+    """A request for a trie at most max_depth deep (the lookahead drafter ignores the shape)."""
+    return DraftRequest(context, root, Branching((1,) * max_depth), max_depth)
+
+
 def test_propose_merges_candidates_into_one_trie():
     drafter = LookaheadDrafter(vocab_size=50, window=3, ngram=3, candidates=2)
     drafter.guesses = [5, 6, 7]
     drafter.pool[9] = [(5, 8), (4, 4)]
-    tree = drafter.propose(context=[1, 2, 3], root=9, max_depth=3)
+    tree = drafter.propose(ask([1, 2, 3], 9, max_depth=3))
     validate_parents(tree.parents)
     # guess chain 9-5-6-7; pool 5-8 shares the node 5; pool 4-4 is a new branch
     assert tree.tokens == [9, 5, 6, 7, 8, 4, 4]
     assert tree.parents == [-1, 0, 1, 2, 1, 0, 5]
-    assert drafter.propose([1, 2, 3], 9, max_depth=1).tokens == [9, 5, 4]
+    assert drafter.propose(ask([1, 2, 3], 9, max_depth=1)).tokens == [9, 5, 4]
 
 
 def test_verify_pass_updates_guesses_and_pool():
     drafter = LookaheadDrafter(vocab_size=20, window=3, ngram=3, candidates=0)
     drafter.guesses = [5, 6, 7]
-    tokens, parents = drafter.propose([1, 2], root=9, max_depth=3)
+    tokens, parents = drafter.propose(ask([1, 2], 9, max_depth=3))
     # the target predicts 5 after the root (guess 5 accepted), then 11, 12, 13
     predicted = [5, 11, 12, 13]
     logits = torch.nn.functional.one_hot(torch.tensor(predicted, device="cpu"), 20).float()
@@ -68,8 +75,8 @@ def test_verify_pass_updates_guesses_and_pool():
     assert drafter.pool[5] == [(11, 12)] and drafter.pool[6] == [(12, 13)]
 
 
-def test_bad_settings_and_level_by_level_use_are_refused(target):
+def test_bad_settings_are_refused_and_it_is_a_whole_tree_proposer(target):
     with pytest.raises(ValueError, match="window"):
         LookaheadDrafter(vocab_size=10, window=0)
-    with pytest.raises(NotImplementedError, match="lookahead_generate"):
-        LookaheadDrafter(vocab_size=10).next_logits([1], [2], [-1], [0])
+    drafter = LookaheadDrafter(vocab_size=10)
+    assert isinstance(drafter, Proposer) and not hasattr(drafter, "next_logits")

@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from mini_llm import Config, Transformer, load_model, logits_to_probs
-from tree_spec import sampling
-from tree_spec.sampling import paired_distributions, residual, verify_chain, verify_tree
-from tree_spec.speedup import chi_square
+from tree_spec.core import sampling
+from tree_spec.analysis.stats import paired_distributions
+from tree_spec.core.sampling import residual, verify_chain, verify_tree
+from tree_spec.analysis.stats import chi_square
 
 # Each lossless setting must give p > P_PASS: under the null a seeded setting fails with probability
 # 0.1 %, and the seeds are fixed, so the outcome is deterministic. The biased verifier must give

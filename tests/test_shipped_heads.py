@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from mini_llm import generate, load_model, load_tokenizer
-from tree_spec.head_io import load_head_module
-from tree_spec.prompts import held_out_prompts
-from tree_spec.train_heads import evaluate
+from tree_spec.drafters.head_io import load_head_module
+from tree_spec.analysis.prompts import held_out_prompts
+from tree_spec.analysis.train_heads import evaluate
 
 from .conftest import REPO
 

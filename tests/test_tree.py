@@ -8,9 +8,10 @@ import torch
 from mini_llm import generate, load_model, load_tokenizer, logits_to_probs
 from mini_llm.corpus import build_corpus, read_texts
 from tree_spec import (
-    ModelDrafter, QuantizedSelfDrafter, accept_greedy, build_draft_tree, depths, positions, tree_mask,
-    speculative_generate, tree_speculative_generate, validate_parents,
+    ModelDrafter, QuantizedSelfDrafter, SamplingParams, accept_greedy, build_draft_tree, depths, positions,
+    speculative_generate, tree_mask, tree_speculative_generate,
 )
+from tree_spec.core.topology import validate_parents
 from tests.spec_models import perturbed_copy, prompts, random_model
 
 BRANCHINGS = [[1, 1, 1, 1], [2, 2, 1, 1], [3, 3, 2], [4]]
@@ -125,13 +126,13 @@ def test_drafter_logits_equal_fresh_forwards_across_steps(draft):
 
 def test_build_draft_tree_greedy_and_sampled(draft):
     context, root = prompts(draft.cfg.vocab_size, 1, length=8)[0], 11
-    tokens, parents = build_draft_tree(draft, context, root, [2, 2, 1, 1])
+    tokens, parents = build_draft_tree(ModelDrafter(draft), context, root, [2, 2, 1, 1])
     assert len(tokens) == 15 and tokens[0] == root
     assert depths(parents).count(1) == 2 and depths(parents).count(4) == 4
     assert tokens[1:3] == fresh_last_logits(draft, context + [root]).topk(2).indices.tolist()
 
-    tree = build_draft_tree(draft, context, root, [3, 2], temperature=0.8, top_k=20,
-                            generator=torch.Generator().manual_seed(0))
+    tree = build_draft_tree(ModelDrafter(draft), context, root, [3, 2],
+                            sampling=SamplingParams(0.8, top_k=20, generator=torch.Generator().manual_seed(0)))
     internal = [i for i in range(len(tree.parents)) if i in tree.parents]
     assert internal == [0, 1, 2, 3]
     root_probs = logits_to_probs(fresh_last_logits(draft, context + [root]), 0.8, 20)
@@ -141,7 +142,7 @@ def test_build_draft_tree_greedy_and_sampled(draft):
     for node in internal:
         kids = [tree.tokens[i] for i in range(len(tree.parents)) if tree.parents[i] == node]
         assert len(set(kids)) == len(kids) and (tree.draft_probs[node][kids] > 0).all()
-    narrow = build_draft_tree(draft, context, root, [3], temperature=1.0, top_k=2)
+    narrow = build_draft_tree(ModelDrafter(draft), context, root, [3], sampling=SamplingParams(1.0, top_k=2))
     assert len(narrow.tokens) == 3  # only two tokens have nonzero probability
 
 
@@ -178,8 +179,8 @@ def test_self_draft_accepts_everything_and_counts(target):
 def test_sampled_tree_decoding_is_reproducible(target, draft):
     prompt = prompts(target.cfg.vocab_size, 1)[0]
     runs = [
-        tree_speculative_generate(target, draft, prompt, 30, branching=[2, 2, 1], temperature=1.0,
-                                  generator=torch.Generator().manual_seed(seed)).tokens
+        tree_speculative_generate(target, draft, prompt, 30, branching=[2, 2, 1],
+                                  sampling=SamplingParams(1.0, generator=torch.Generator().manual_seed(seed))).tokens
         for seed in (3, 3, 4)
     ]
     assert runs[0] == runs[1] and runs[0] != runs[2] and len(runs[0]) == 30
@@ -285,9 +286,9 @@ def test_widths_must_be_integers(target, draft):
 
     for bad in (2.0, 1.5, "2", None):
         with pytest.raises(ValueError, match="branching"):
-            build_draft_tree(draft, [1, 2, 3], 4, [2, bad])
+            build_draft_tree(ModelDrafter(draft), [1, 2, 3], 4, [2, bad])
         with pytest.raises(ValueError, match="total_tokens"):
-            build_dynamic_tree(draft, [1, 2, 3], 4, depth=3, top_k=2, total_tokens=bad)
+            build_dynamic_tree(ModelDrafter(draft), [1, 2, 3], 4, depth=3, total_tokens=bad, width=2)
     import numpy as np
-    assert build_draft_tree(draft, [1, 2, 3], 4, [np.int64(2), torch.tensor(1, device="cpu")]).parents == \
-        build_draft_tree(draft, [1, 2, 3], 4, [2, 1]).parents
+    assert build_draft_tree(ModelDrafter(draft), [1, 2, 3], 4, [np.int64(2), torch.tensor(1, device="cpu")]).parents == \
+        build_draft_tree(ModelDrafter(draft), [1, 2, 3], 4, [2, 1]).parents

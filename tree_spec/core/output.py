@@ -96,6 +96,18 @@ class SpecOutput:
             self.reached_at_depth[d] += d <= accepted
             self.accepted_at_depth[d] += d < accepted
 
+    def commit(
+        self, accepted: list[int], next_token: int, proposed: int, depth: int, eos: frozenset[int] | set[int],
+        room: int | None = None,
+    ) -> None:
+        """Count one verify pass and append what it commits: the accepted drafts and the target's token, cut after
+        the first EOS and (fixed-shape loops, which draft past the budget) at `room` tokens."""
+        new = accepted + [next_token]
+        limit = len(new) if room is None else min(len(new), room)
+        stop = next((i for i, t in enumerate(new[:limit]) if t in eos), limit - 1)
+        self.record_verify(min(len(accepted), stop + 1, limit - 1), proposed, depth)
+        self.tokens += new[: stop + 1]
+
     def summary(self) -> str:
         """One line: tokens, target calls, τ, both acceptance rates, draft calls, time."""
         return (

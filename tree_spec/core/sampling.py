@@ -25,44 +25,45 @@ def residual(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Ten
     return torch.where(mass > 0, excess / mass.clamp_min(torch.finfo(excess.dtype).tiny), target_probs)
 
 
-def paired_distributions(
-    vocab_size: int, alpha: float, batch_shape: tuple[int, ...] = (), generator: torch.Generator | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random (target_probs, draft_probs), each [*batch_shape, V], with acceptance rate exactly alpha.
-
-    target = alpha * s + (1 - alpha) * a and draft = alpha * s + (1 - alpha) * b, with s, a, b random
-    (Dirichlet(1)) and a, b on a random split of the vocabulary into two non-empty parts. Then
-    sum min(target, draft) = alpha and residual(target, draft) = a, which differs from the target, so
-    a verifier that skips the residual is visibly biased. Needs vocab_size >= 2 and 0 < alpha <= 1.
-    """
-    if vocab_size < 2:
-        raise ValueError(f"vocab_size must be >= 2, got {vocab_size}")
-    if not 0 < alpha <= 1:
-        raise ValueError(f"alpha must be in (0, 1], got {alpha}")
-
-    device = generator.device if generator is not None else None  # drawn where the generator lives
-
-    def dirichlet(mask: torch.Tensor) -> torch.Tensor:
-        e = -torch.rand(*batch_shape, vocab_size, generator=generator, device=device).neg().log1p() * mask  # Exp(1)
-        return e / e.sum(-1, keepdim=True)
-
-    rank = torch.rand(*batch_shape, vocab_size, generator=generator, device=device).argsort(-1).argsort(-1)
-    split = torch.randint(1, vocab_size, (*batch_shape, 1), generator=generator, device=device)
-    in_a = rank < split
-    shared = dirichlet(torch.ones_like(in_a))
-    target = alpha * shared + (1 - alpha) * dirichlet(in_a)
-    draft = alpha * shared + (1 - alpha) * dirichlet(~in_a)
-    return target, draft
-
 
 def _accept(target_prob: float, draft_prob: float, generator: torch.Generator | None, device: torch.device) -> bool:
     """True with probability min(1, target_prob / draft_prob) (u * draft < target with u ~ U[0, 1))."""
     return torch.rand((), generator=generator, device=device).item() * draft_prob < target_prob
 
 
+def sample_on_device(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One token per row of probs [..., V] -> [...], with no host read: the argmax of probs / E, E ~ Exp(1) i.i.d.
+
+    P(token i wins) = probs[i] / sum(probs) (the exponential race), so it samples the same law as
+    `torch.multinomial(probs, 1)`, from `generator`.
+    """
+    race = torch.empty_like(probs).exponential_(generator=generator)
+    return (probs / race).argmax(-1)
+
+
 def _sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
     """One token id from probs [V]."""
     return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def chain_rejection(
+    drafts: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Speculative sampling of a chain on tensors, no host read: drafts [k], draft_probs [k, V], target_probs
+    [k + 1, V] -> (n_accepted [], next_token []).
+
+    Draft i is accepted when u_i * draft(x_i) < target(x_i) (probability min(1, target / draft)), left to right
+    while every earlier one was; the next token is drawn from `residual(target, draft)` at the first rejection,
+    or from target_probs[k] (the bonus) when all k are accepted. All k uniforms are drawn at once.
+    """
+    k = drafts.shape[0]
+    rows = torch.arange(k, device=drafts.device)
+    u = torch.rand(k, device=target_probs.device, generator=generator)
+    n_accepted = (u * draft_probs[rows, drafts] < target_probs[rows, drafts]).long().cumprod(0).sum()
+    padded = torch.cat((draft_probs, draft_probs.new_zeros(1, target_probs.shape[-1])))  # row k: the bonus
+    row = n_accepted[None]  # [1]: indexing with the 0-dim tensor itself would read it on the host
+    next_token = sample_on_device(residual(target_probs[row], padded[row]), generator)[0]
+    return n_accepted, next_token
 
 
 def verify_chain(
@@ -80,20 +81,18 @@ def verify_chain(
     `residual(target, draft)` of that position; if all k are accepted, a bonus token is sampled from
     target_probs[k]. The emitted tokens draft_tokens[:n_accepted] + [next_token] are distributed
     exactly as sampling from the target alone: P(emit x) = min(t, d)(x) + (1 - sum min(t, d)) *
-    residual(x) = t(x), since 1 - sum min(t, d) = sum max(0, t - d).
+    residual(x) = t(x), since 1 - sum min(t, d) = sum max(0, t - d). The rule itself: `chain_rejection`.
     """
-    tokens = torch.as_tensor(draft_tokens, device="cpu").tolist()
-    k = len(tokens)
+    k = len(draft_tokens)
     if draft_probs.ndim != 2 or draft_probs.shape[0] != k:
         raise ValueError(f"draft_probs must be [k={k}, V], got {tuple(draft_probs.shape)}")
     if target_probs.shape != (k + 1, draft_probs.shape[1]):
         raise ValueError(
             f"target_probs must be [k+1={k + 1}, V={draft_probs.shape[1]}], got {tuple(target_probs.shape)}"
         )
-    for i, x in enumerate(tokens):
-        if not _accept(float(target_probs[i, x]), float(draft_probs[i, x]), generator, target_probs.device):
-            return i, _sample(residual(target_probs[i], draft_probs[i]), generator)
-    return k, _sample(target_probs[k], generator)
+    drafts = torch.as_tensor(draft_tokens, dtype=torch.long).to(target_probs.device)
+    n_accepted, next_token = chain_rejection(drafts, draft_probs, target_probs, generator)
+    return int(n_accepted), int(next_token)
 
 
 def _children(parents: Sequence[int]) -> list[list[int]]:

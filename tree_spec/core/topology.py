@@ -47,3 +47,13 @@ def tree_mask(parents: Sequence[int], device: torch.device | str | None = None) 
         rows.append(row)
     return torch.tensor(rows, dtype=torch.bool, device=device)
 
+
+def tree_node_count(branching: Sequence[int]) -> int:
+    """Drafted nodes of a tree (root excluded): w1 + w1*w2 + ... ; [2, 2, 1, 1] -> 14, [3, 3, 2] -> 30."""
+    count, width = 0, 1
+    for w in branching:
+        if w < 1:
+            raise ValueError(f"every branching factor must be >= 1, got {list(branching)}")
+        width *= w
+        count += width
+    return count

@@ -17,9 +17,10 @@ import torch.nn.functional as F
 
 from mini_llm import KVCache, Transformer
 
-from .drafters import Drafter, TargetFeatures, _common_prefix
+from .base import Drafter, _common_prefix
+from ..core.contracts import TargetFeatures
 from .heads import MedusaHeads, RecurrentHead
-from .topology import depths
+from ..core.topology import depths
 
 
 class _FeatureDrafter(Drafter):
@@ -39,7 +40,8 @@ class _FeatureDrafter(Drafter):
 
     def __repr__(self) -> str:
         vocab = "" if self.draft_vocab is None else f", draft vocabulary {len(self.draft_vocab)}"
-        return f"{type(self).__name__}({self.head.kind}, {sum(p.numel() for p in self.head.parameters()):,} parameters{vocab})"
+        n_params = sum(p.numel() for p in self.head.parameters())
+        return f"{type(self).__name__}({self.head.kind}, {n_params:,} parameters{vocab})"
 
     def set_draft_vocab(self, draft_vocab: torch.Tensor | Sequence[int] | None) -> None:
         """Restrict proposals to the token ids `draft_vocab` [N] (None: the full vocabulary again)."""

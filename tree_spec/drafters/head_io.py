@@ -9,8 +9,8 @@ from safetensors.torch import load_file, save_file
 
 from mini_llm import Transformer
 
-from .drafters import Drafter
-from .feature_drafters import HeadDrafter, MedusaDrafter
+from .base import Drafter
+from .features import HeadDrafter, MedusaDrafter
 from .heads import make_head
 
 

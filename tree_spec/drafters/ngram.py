@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .drafters import Drafter
+from .base import Drafter
 
 
 def ngram_continuations(seq: Sequence[int], max_ngram: int = 4, min_ngram: int = 1) -> tuple[int, list[int]]:

@@ -1,8 +1,9 @@
-"""The fixed-shape GPU path: StaticCache, CUDA graph capture, plain and chain decoding with one host read per step.
+"""The fixed-shape GPU path: StaticCache, CUDA graph capture, plain, chain and dynamic-tree decoding with one host
+read per step.
 
-On the CPU every test runs the same static-shape code eagerly (graphs need CUDA); the `cuda` tests also
-capture graphs, check the graphed tokens against the eager ones, and run each step under
-`torch.cuda.set_sync_debug_mode("error")`, so a host sync sneaking into a step fails the test.
+On the CPU every test runs the same fixed-shape code eagerly (graphs need CUDA; tests/test_fixed_shape_sync.py
+checks there that no step reads the device); the `cuda` tests also capture graphs, check the graphed tokens against
+the eager ones, and run each step under `torch.cuda.set_sync_debug_mode("error")`.
 """
 from __future__ import annotations
 
@@ -15,18 +16,20 @@ from mini_llm import Transformer, generate, load_model, load_tokenizer
 from mini_llm.cache import StaticCache
 from mini_llm.graphs import CapturedCall, StaticDecoder, static_generate
 from tree_spec import NGramDrafter, dynamic_tree_speculative_generate, load_head, speculative_generate
-from tree_spec.prompts import held_out_prompts
-from tree_spec.speedup import chi_square
-from tree_spec.static_chain import StaticChain, sample_on_device, static_speculative_generate
-from tree_spec.static_tree import StaticTree, static_dynamic_tree_generate
-from tree_spec.topology import tree_mask
+from tree_spec.analysis.prompts import held_out_prompts
+from tree_spec.analysis.stats import chi_square
+from tree_spec.core.contracts import SamplingParams
+from tree_spec.core.sampling import sample_on_device
+from tree_spec.core.topology import tree_mask
+from tree_spec.fixed_shape.chain import FixedShapeChain, fixed_shape_speculative_generate
+from tree_spec.fixed_shape.tree import FixedShapeDynamicTree, fixed_shape_dynamic_tree_generate
 from tests.spec_models import perturbed_copy, prompts, random_model
 from tests.test_chain import third_token_law
 from tests.test_devices import CUDA, device, make_drafter, target  # noqa: F401 (device, target: fixtures, CPU and CUDA)
 
 from .conftest import REPO
 
-STATIC_DRAFTERS = ["small model", "INT4 self", "EAGLE", "EAGLE draft_vocab", "EAGLE-3", "MTP"]
+FIXED_SHAPE_DRAFTERS = ["small model", "INT4 self", "EAGLE", "EAGLE draft_vocab", "EAGLE-3", "MTP"]
 
 
 @torch.inference_mode()
@@ -71,19 +74,19 @@ def test_static_generate_equals_generate(device: str, target: Transformer) -> No
         static_generate(target, ids.expand(2, -1), 4)
 
 
-@pytest.mark.parametrize("kind", STATIC_DRAFTERS)
-def test_static_chain_greedy_identity(device: str, target: Transformer, kind: str) -> None:
+@pytest.mark.parametrize("kind", FIXED_SHAPE_DRAFTERS)
+def test_fixed_shape_chain_greedy_identity(device: str, target: Transformer, kind: str) -> None:
     """Any drafter (untrained heads included): the tokens of `generate`, and the same accepted counts as
     the list-based loop (both verify the same drafts; the heads' drafts agree up to kernel rounding)."""
     drafter = make_drafter(kind, target)
     for prompt in prompts(target.cfg.vocab_size, 2, length=10, seed=7):
         expected = generate(target, torch.tensor([prompt], device=device), 16)[0].tolist()
         for k in (1, 3):
-            out = static_speculative_generate(target, drafter, prompt, 16, k=k)
+            out = fixed_shape_speculative_generate(target, drafter, prompt, 16, k=k)
             assert out.tokens == expected, (kind, k)
             assert out.target_calls == len(out.accepted_per_call) + 1 and len(out.tokens) == 16
     eos = expected[5]
-    with_eos = static_speculative_generate(target, drafter, prompt, 16, k=3, eos_token_id=eos)
+    with_eos = fixed_shape_speculative_generate(target, drafter, prompt, 16, k=3, eos_token_id=eos)
     assert with_eos.tokens == speculative_generate(target, drafter, prompt, 16, k=3, eos_token_id=eos).tokens
 
 
@@ -91,7 +94,7 @@ def test_one_decoder_and_one_chain_serve_many_requests(device: str, target: Tran
     """Captured once, replayed for every request: each request's tokens are generate's, whatever came before
     (caches reset, drafter state restarted), and a request that does not fit max_len is refused."""
     decoder = StaticDecoder(target, max_len=40)
-    chain = StaticChain(target, make_drafter("EAGLE", target), max_len=40, k=3)
+    chain = FixedShapeChain(target, make_drafter("EAGLE", target), max_len=40, k=3)
     for length in (12, 5, 9):
         prompt = prompts(target.cfg.vocab_size, 1, length=length, seed=length)[0]
         expected = generate(target, torch.tensor([prompt], device=device), 20)
@@ -102,30 +105,32 @@ def test_one_decoder_and_one_chain_serve_many_requests(device: str, target: Tran
 
 
 @pytest.mark.parametrize("kind", ["EAGLE", "EAGLE draft_vocab", "EAGLE-3", "MTP"])
-def test_static_dynamic_tree_greedy_identity(device: str, target: Transformer, kind: str) -> None:
+def test_fixed_shape_dynamic_tree_greedy_identity(device: str, target: Transformer, kind: str) -> None:
     """EAGLE-2 trees in fixed shapes give generate's tokens, with untrained heads too. (Untrained heads
     score many candidates almost alike, so kernel rounding may pick another tree than the list-based
-    dynamic tree; the trained heads pick the same trees: test_shipped_heads_static_chain_and_tree_on_the_embedded_model.)"""
+    dynamic tree; the trained heads pick the same trees:
+    test_shipped_heads_fixed_shape_chain_and_tree_on_the_embedded_model.)"""
     drafter = make_drafter(kind, target)
     for prompt in prompts(target.cfg.vocab_size, 2, length=10, seed=7):
         expected = generate(target, torch.tensor([prompt], device=device), 16)[0].tolist()
-        for shape in (dict(depth=3, top_k=3, total_tokens=8), dict(depth=1, top_k=2, total_tokens=2)):
-            out = static_dynamic_tree_generate(target, drafter, prompt, 16, **shape)
+        for shape in (dict(depth=3, width=3, total_tokens=8), dict(depth=1, width=2, total_tokens=2)):
+            out = fixed_shape_dynamic_tree_generate(target, drafter, prompt, 16, **shape)
             assert out.tokens == expected, (kind, shape)
 
 
-def test_static_tree_refuses_what_it_cannot_run(target: Transformer) -> None:
+def test_fixed_shape_dynamic_tree_refuses_what_it_cannot_run(target: Transformer) -> None:
     with pytest.raises(ValueError, match="recurrent head"):
-        StaticTree(target, make_drafter("small model", target), 64)
+        FixedShapeDynamicTree(target, make_drafter("small model", target), 64)
     with pytest.raises(ValueError, match="candidates"):
-        StaticTree(target, make_drafter("EAGLE", target), 64, depth=2, top_k=2, total_tokens=7)
+        FixedShapeDynamicTree(target, make_drafter("EAGLE", target), 64, depth=2, width=2, total_tokens=7)
 
 
-def test_static_chain_refuses_drafters_it_cannot_run(target: Transformer) -> None:
+def test_fixed_shape_chain_refuses_drafters_it_cannot_run(target: Transformer) -> None:
     with pytest.raises(ValueError, match="use speculative_generate"):
-        static_speculative_generate(target, NGramDrafter(target.cfg.vocab_size, device=target.device), [1, 2, 3], 8)
+        fixed_shape_speculative_generate(target, NGramDrafter(target.cfg.vocab_size, device=target.device), [1, 2, 3],
+                                         8)
     with pytest.raises(ValueError, match="k must be"):
-        static_speculative_generate(target, make_drafter("small model", target), [1, 2, 3], 8, k=0)
+        fixed_shape_speculative_generate(target, make_drafter("small model", target), [1, 2, 3], 8, k=0)
 
 
 def test_sample_on_device_follows_probs() -> None:
@@ -139,8 +144,8 @@ def test_sample_on_device_follows_probs() -> None:
 
 
 @pytest.mark.slow
-def test_static_sampled_chain_follows_the_target_distribution() -> None:
-    """Third new token of 800 seeded static-chain runs (k = 2: depths 1 and 2 verified) vs its exact law."""
+def test_fixed_shape_sampled_chain_follows_the_target_distribution() -> None:
+    """Third new token of 800 seeded fixed-shape chain runs (k = 2: depths 1 and 2 verified) vs its exact law."""
     target = random_model(seed=0, vocab_size=24, std=0.35)
     draft = perturbed_copy(target, noise=0.03)
     prompt = [3, 1, 4, 1, 5]
@@ -149,7 +154,8 @@ def test_static_sampled_chain_follows_the_target_distribution() -> None:
     counts = torch.zeros(target.cfg.vocab_size, device="cpu")
     accepted = 0
     for _ in range(800):
-        out = static_speculative_generate(target, draft, prompt, 4, k=2, temperature=1.0, generator=generator)
+        out = fixed_shape_speculative_generate(target, draft, prompt, 4, k=2,
+                                               sampling=SamplingParams(1.0, generator=generator))
         counts[out.tokens[2]] += 1
         accepted += sum(out.accepted_per_call)
     assert accepted > 400, accepted
@@ -159,20 +165,20 @@ def test_static_sampled_chain_follows_the_target_distribution() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["eagle", "mtp"])
-def test_shipped_heads_static_chain_and_tree_on_the_embedded_model(kind: str) -> None:
+def test_shipped_heads_fixed_shape_chain_and_tree_on_the_embedded_model(kind: str) -> None:
     """The shipped heads on the embedded target, chain and EAGLE-2 tree: generate's tokens and the list-based
     loops' accepted counts (the same drafts and trees, step by step)."""
     target = load_model("tiny-qwen3")
     drafter = load_head(REPO / "models" / "heads" / kind, target)
     prompt = held_out_prompts(load_tokenizer("tiny-qwen3"), 1)[0]
     expected = generate(target, torch.tensor([prompt], device="cpu"), 48)[0].tolist()
-    out = static_speculative_generate(target, drafter, prompt, 48, k=4)
+    out = fixed_shape_speculative_generate(target, drafter, prompt, 48, k=4)
     reference = speculative_generate(target, drafter, prompt, 48, k=4)
     assert out.tokens == expected == reference.tokens
     assert out.accepted_per_call == reference.accepted_per_call
     assert out.tau > 2.0  # trained heads: well above the 1.0 of plain decoding
-    tree = static_dynamic_tree_generate(target, drafter, prompt, 48, depth=5, top_k=4, total_tokens=16)
-    reference = dynamic_tree_speculative_generate(target, drafter, prompt, 48, depth=5, top_k=4, total_tokens=16)
+    tree = fixed_shape_dynamic_tree_generate(target, drafter, prompt, 48, depth=5, width=4, total_tokens=16)
+    reference = dynamic_tree_speculative_generate(target, drafter, prompt, 48, depth=5, width=4, total_tokens=16)
     assert tree.tokens == expected and tree.accepted_per_call == reference.accepted_per_call
 
 
@@ -212,15 +218,15 @@ def test_cuda_graphs_give_the_eager_tokens_without_host_syncs(kind: str, monkeyp
         assert torch.equal(static_generate(target, ids, 24, graphs=True), expected)
         assert torch.equal(static_generate(target, ids, 24, graphs=False), expected)
         for graphs in (True, False):
-            out = static_speculative_generate(target, drafter, prompt, 24, k=3, graphs=graphs)
+            out = fixed_shape_speculative_generate(target, drafter, prompt, 24, k=3, graphs=graphs)
             assert out.tokens == expected[0].tolist(), graphs
             if kind != "small model":
-                tree = static_dynamic_tree_generate(target, drafter, prompt, 24, depth=3, top_k=3, total_tokens=8,
-                                                    graphs=graphs)
+                tree = fixed_shape_dynamic_tree_generate(target, drafter, prompt, 24, depth=3, width=3,
+                                                         total_tokens=8, graphs=graphs)
                 assert tree.tokens == expected[0].tolist(), ("tree", graphs)
-        sampled = static_speculative_generate(target, drafter, prompt, 24, k=3, temperature=1.0,
-                                              generator=torch.Generator("cuda").manual_seed(0))
-        served = StaticChain(target, drafter, max_len=64, k=3, graphs=True)  # one graph, replayed across requests
+        sampling = SamplingParams(1.0, generator=torch.Generator("cuda").manual_seed(0))
+        sampled = fixed_shape_speculative_generate(target, drafter, prompt, 24, k=3, sampling=sampling)
+        served = FixedShapeChain(target, drafter, max_len=64, k=3, graphs=True)  # one graph, replayed across requests
         for other in prompts(target.cfg.vocab_size, 3, length=12, seed=9):
             assert served.generate(other, 24).tokens == generate(target, torch.tensor([other], device="cuda"), 24)[0].tolist()
     assert len(sampled.tokens) == 24

@@ -1,0 +1,66 @@
+"""Greedy acceptance: the longest drafted path the target agrees with. Each rule is written once, on tensors,
+so the list loops, the batched loop and the fixed-shape loops (which must not read the device) share it."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from .topology import depths, tree_mask, validate_parents
+
+
+def accept_chain_greedy(
+    drafts: torch.Tensor, target_logits: torch.Tensor, limit: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy chain acceptance, no host read: drafts [..., k], target_logits [..., k + 1, V] (row i follows draft i,
+    row 0 the root) -> (n_accepted [...], next_token [...]).
+
+    The drafts are kept up to the first one that differs from the target's argmax; next_token is the target's
+    argmax there (the bonus token when all k agree). limit [...] (optional): accept at most this many per row.
+    """
+    predicted = target_logits.argmax(-1)                                       # [..., k + 1]
+    k = drafts.shape[-1]
+    agree = predicted[..., :k] == drafts
+    if limit is not None:
+        agree &= torch.arange(k, device=drafts.device) < limit[..., None]
+    n_accepted = agree.long().cumprod(-1).sum(-1)
+    return n_accepted, predicted.gather(-1, n_accepted[..., None])[..., 0]
+
+
+def tree_accepted_nodes(
+    tokens: torch.Tensor, parents: torch.Tensor, ancestors: torch.Tensor, predicted: torch.Tensor
+) -> torch.Tensor:
+    """Nodes whose whole path the target agrees with, no host read -> bool [n].
+
+    tokens [n], parents [n] (parents[0] is ignored: the root is the target's own token), ancestors [n, n]
+    (`tree_mask`: row i marks i and its ancestors), predicted [n] (the target's argmax after each node).
+    """
+    agrees = tokens == predicted[parents.clamp_min(0)]
+    agrees[0] = True
+    return ~(ancestors & ~agrees[None]).any(1)
+
+
+def accept_greedy(tokens: Sequence[int], parents: Sequence[int], target_logits: torch.Tensor) -> list[int]:
+    """Longest root path the target agrees with -> node ids, starting with 0.
+
+    target_logits [n, V]: row i is the target's prediction after node i's path. A node is accepted when its
+    token is the target's argmax after its parent and its parent is accepted; the path ends at the deepest
+    accepted node (the lowest id among equally deep ones, should two siblings carry the same token).
+    """
+    validate_parents(parents)
+    if not len(tokens) == len(parents) == target_logits.shape[0]:
+        raise ValueError(
+            f"tokens ({len(tokens)}), parents ({len(parents)}) and target_logits "
+            f"({target_logits.shape[0]} rows) differ in length"
+        )
+    device = target_logits.device
+    accepted = tree_accepted_nodes(
+        torch.as_tensor(list(tokens), device=device), torch.as_tensor(list(parents), device=device),
+        tree_mask(parents, device), target_logits.argmax(-1),
+    ).tolist()
+    depth = depths(parents)
+    node = max((i for i in range(len(parents)) if accepted[i]), key=lambda i: (depth[i], -i))
+    path = [node]
+    while path[-1]:
+        path.append(parents[path[-1]])
+    return path[::-1]

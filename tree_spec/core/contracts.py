@@ -1,0 +1,251 @@
+"""The contracts between the decoding loops and the draft sources, in one place.
+
+- `SamplingParams`: how the target's (and a sampled draft's) logits become a distribution, and where random
+  numbers come from. Temperature 0 is greedy.
+- `Branching` and `DynamicShape`: what a loop asks a proposer to draft; `DraftRequest` carries one such ask.
+- `Proposer`: anything that drafts a tree (a chain is a tree) and hears what the target verified. Every
+  single-sequence loop consumes it; `BatchProposer` is its batched form.
+- `StepResult`: what one verify pass commits. `Trace`: the hook the loops report their phases to.
+- `Cache`: the KV-cache operations the loops rely on (`mini_llm.KVCache` implements them).
+See docs/ARCHITECTURE.md for how the pieces fit.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import torch
+
+from mini_llm import logits_to_probs
+
+from .topology import tree_node_count
+
+if TYPE_CHECKING:
+    from .growth import DraftTree
+
+
+@dataclass
+class TargetFeatures:
+    """What a verify pass hands a feature-level drafter, one row per token it fed.
+
+    hidden [n, C]: the target's final-norm input; layers: the outputs [n, C] of the decoder layers
+    listed in the drafter's `feature_layers`, in that order (empty when it lists none).
+    """
+
+    hidden: torch.Tensor
+    layers: tuple[torch.Tensor, ...] = ()
+
+    def rows(self, index: Sequence[int] | torch.Tensor) -> TargetFeatures:
+        """The rows `index` (e.g. an accepted tree path, in path order) of every tensor."""
+        idx = torch.as_tensor(index, dtype=torch.long, device=self.hidden.device)
+        return TargetFeatures(self.hidden[idx], tuple(x[idx] for x in self.layers))
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """temperature (0: greedy), top_k / top_p truncation (None: off), and the generator every draw uses."""
+
+    temperature: float = 0.0
+    top_k: int | None = None
+    top_p: float | None = None
+    generator: torch.Generator | None = None
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_k is not None and self.top_k < 1:
+            raise ValueError(f"top_k must be >= 1 or None, got {self.top_k}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1] or None, got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """logits [..., V] -> the distribution [..., V] these parameters sample from (not for greedy)."""
+        return logits_to_probs(logits, self.temperature, self.top_k, self.top_p)
+
+
+GREEDY = SamplingParams()
+
+
+@dataclass(frozen=True)
+class Branching:
+    """A tree of fixed shape: every node at level l gets `widths[l]` children; (1,) * k is a chain of k.
+
+    min_path_prob: a node whose path probability under the draft falls below it gets no children (EAGLE-2's
+    confidence rule: a chain stops early); 0 keeps the full shape.
+    """
+
+    widths: tuple[int, ...]
+    min_path_prob: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "widths", tuple(int(w) for w in self.widths))
+        tree_node_count(self.widths)  # validates the widths
+        if not 0.0 <= self.min_path_prob <= 1.0:
+            raise ValueError(f"min_path_prob must be in [0, 1], got {self.min_path_prob}")
+
+    @property
+    def max_nodes(self) -> int:
+        """The most draft nodes (root excluded) one tree of this shape holds."""
+        return tree_node_count(self.widths)
+
+    @property
+    def depth(self) -> int:
+        return len(self.widths)
+
+    def cut(self, max_depth: int) -> Branching:
+        return replace(self, widths=self.widths[:max_depth])
+
+
+@dataclass(frozen=True)
+class DynamicShape:
+    """An EAGLE-2 tree: `depth` levels, the `width` best nodes of each level expanded into `width` children,
+    the `total_tokens` best candidates kept (by cumulative draft log-probability)."""
+
+    depth: int = 5
+    width: int = 4
+    total_tokens: int = 24
+
+    def __post_init__(self) -> None:
+        if self.depth < 0 or self.width < 1 or self.total_tokens < 0:
+            raise ValueError(f"need depth >= 0, width >= 1, total_tokens >= 0; "
+                             f"got {self.depth}, {self.width}, {self.total_tokens}")
+
+    @property
+    def max_nodes(self) -> int:
+        return self.total_tokens
+
+    def cut(self, max_depth: int) -> DynamicShape:
+        return replace(self, depth=min(self.depth, max_depth))
+
+
+class Trace(Protocol):
+    """The loops' hook: `with trace.span(kind, **info):` around each phase ("prefill", "draft", "draft_call",
+    "verify", "observe"). Timing tools implement it; the default does nothing."""
+
+    def span(self, kind: str, **info: int) -> AbstractContextManager[None]: ...
+
+
+class _NoTrace:
+    @contextmanager
+    def span(self, kind: str, **info: int) -> Iterator[None]:
+        yield
+
+
+NO_TRACE: Trace = _NoTrace()
+
+
+@dataclass(frozen=True)
+class DraftRequest:
+    """One ask to a proposer: draft below `root` (the last committed token, after `context`), in `shape`,
+    at most `max_depth` levels deep, drawing with `sampling`, reporting to `trace`."""
+
+    context: list[int]
+    root: int
+    shape: Branching | DynamicShape
+    max_depth: int
+    sampling: SamplingParams = GREEDY
+    trace: Trace = field(default=NO_TRACE, compare=False)
+
+
+@dataclass
+class StepResult:
+    """What one verify pass commits: the accepted draft tokens, the target's own token after them, how many
+    draft tokens it proposed and how deep, and the target's features of the committed rows (root first; None
+    unless the drafter reads features)."""
+
+    accepted: list[int]
+    next_token: int
+    proposed: int
+    depth: int
+    features: TargetFeatures | None = None
+
+
+@runtime_checkable
+class Proposer(Protocol):
+    """A draft source every single-sequence loop consumes.
+
+    `calls` counts its forward passes; `feature_layers` is None for drafters that read tokens only, else the
+    target layers whose outputs it gets through `observe` (one row per committed token, in order).
+    """
+
+    calls: int
+    feature_layers: tuple[int, ...] | None
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def reset(self, max_len: int) -> None:
+        """Start a new sequence; context plus drafted nodes will not exceed `max_len` tokens."""
+
+    def propose(self, request: DraftRequest) -> DraftTree:
+        """The tree to verify below `request.root`, at most `request.max_depth` deep."""
+
+    def observe(self, features: TargetFeatures) -> None:
+        """The target's features of the next committed tokens (only if `feature_layers` is set)."""
+
+    def observe_verify(self, tokens: Sequence[int], parents: Sequence[int], target_logits: torch.Tensor) -> None:
+        """Every verify pass: the tree fed (node 0 = root) and the target's logits [n, V] at each node."""
+
+
+class LevelDrafter(Protocol):
+    """A drafter that answers per tree level: its logits [len(frontier), V] after each frontier node."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def next_logits(
+        self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int]
+    ) -> torch.Tensor: ...
+
+
+@runtime_checkable
+class BatchProposer(Protocol):
+    """The batched loop's draft source: a chain for every row at once, rows leaving as they finish."""
+
+    calls: int
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def start(self, batch_size: int, max_len: int) -> None:
+        """Start `batch_size` new sequences of at most `max_len` tokens."""
+
+    def select_rows(self, rows: Sequence[int]) -> None:
+        """Keep only these rows, in this order."""
+
+    def propose(
+        self, contexts: list[list[int]], k: int, sampling: SamplingParams
+    ) -> tuple[list[list[int]], torch.Tensor | None]:
+        """At most k drafts per row after contexts[b] (whose last token is the root) -> (drafts [B][<= k], the draft
+        distributions [B, k, V] they were sampled from, or None when greedy)."""
+
+
+class Cache(Protocol):
+    """The KV-cache operations every loop relies on; rollback moves a length, never recomputes."""
+
+    @property
+    def length(self) -> int: ...
+
+    def truncate(self, length: int | Sequence[int]) -> None:
+        """Keep the first `length` slots (per row when a sequence)."""
+
+    def compact(self, start: int, path: Sequence[int]) -> None:
+        """Keep slots start + path[i] at start + i (an accepted tree path), drop the rest past start."""
+
+    def select_rows(self, rows: Sequence[int]) -> None:
+        """Keep only these batch rows, in this order."""

@@ -1,0 +1,206 @@
+"""Growing draft trees from a level-wise drafter: a fixed branching shape, or EAGLE-2's dynamic expansion.
+
+A level-wise drafter answers one question, `next_logits(context, tokens, parents, frontier)`: its logits after
+every frontier node of the tree drafted so far. Both builders call it once per tree level.
+
+EAGLE-2 expansion (`build_dynamic_tree`): at each of `depth` levels, the `width` nodes of the newest level with
+the highest cumulative draft log-probability (the product of draft probabilities along the path, EAGLE-2's
+estimate of the chance that the target accepts the path) each get `width` children. Reranking: of all
+candidates, keep the `total_tokens` with the highest cumulative log-probability. A child never scores above its
+parent and greedy siblings come in descending order, so the kept set is a valid tree. Verification is
+unchanged, so greedy output stays identical to plain decoding.
+
+Under sampling, children are drawn without replacement from the draft distribution. `verify_tree` stays exact if
+whether a drawn child is kept never depends on its own value (or its subtree's): so a child's score is its
+parent's plus the log of the j-th largest draft probability (j = its draw rank), which equals its own
+log-probability in the greedy case, and the kept children of every node are a prefix of its draw order (a node
+becomes eligible once its parent and previous sibling are kept; its descendants only after itself).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from mini_llm.generate import as_int
+
+from .contracts import GREEDY, NO_TRACE, Branching, DraftRequest, DynamicShape, LevelDrafter, SamplingParams, Trace
+
+
+@dataclass
+class DraftTree:
+    """A drafted tree; unpacks as `tokens, parents = tree`.
+
+    draft_probs [n, V]: row i is the distribution node i's children were sampled from (without
+    replacement, children in index order = draw order); rows of leaves are 0. None when greedy.
+    """
+
+    tokens: list[int]
+    parents: list[int]
+    draft_probs: torch.Tensor | None = None
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter((self.tokens, self.parents))
+
+    @property
+    def is_chain(self) -> bool:
+        """Every node but the last has exactly one child (node i's parent is i - 1)."""
+        return all(p == i - 1 for i, p in enumerate(self.parents))
+
+    @property
+    def depth(self) -> int:
+        """Levels below the root."""
+        depth = [0] * len(self.parents)
+        for i in range(1, len(self.parents)):
+            depth[i] = depth[self.parents[i]] + 1
+        return max(depth)
+
+
+def grow(drafter: LevelDrafter, request: DraftRequest) -> DraftTree:
+    """The tree `request` asks for, grown with a level-wise drafter (what `Drafter.propose` does by default)."""
+    shape = request.shape.cut(request.max_depth)
+    if isinstance(shape, Branching):
+        return build_draft_tree(drafter, request.context, request.root, shape.widths, request.sampling,
+                                shape.min_path_prob, request.trace)
+    return build_dynamic_tree(drafter, request.context, request.root, shape.depth, shape.width, shape.total_tokens,
+                              request.sampling, request.trace)
+
+
+def _level(drafter: LevelDrafter, context: Sequence[int], tokens: list[int], parents: list[int],
+           frontier: list[int], trace: Trace) -> torch.Tensor:
+    """One drafter call: logits [len(frontier), V] after each frontier node."""
+    with trace.span("draft_call", width=len(frontier)):
+        return drafter.next_logits(context, tokens, parents, frontier)
+
+
+@torch.inference_mode()
+def build_draft_tree(
+    drafter: LevelDrafter,
+    context: Sequence[int],
+    root: int,
+    branching: Sequence[int],
+    sampling: SamplingParams = GREEDY,
+    min_path_prob: float = 0.0,
+    trace: Trace = NO_TRACE,
+) -> DraftTree:
+    """Grow a tree below `root` (the last committed token, after `context`), one drafter call per level.
+
+    Each node at level l gets the drafter's top-w_l tokens (greedy), or w_l tokens sampled without
+    replacement from its `sampling` distribution (fewer if it has fewer nonzero entries).
+    `branching=[1] * k` drafts a chain.
+    min_path_prob: a node whose path probability under the draft (the product of its ancestors' and its
+    own draft probabilities) is below this gets no children, and the tree stops growing when no node
+    may grow (EAGLE-2's confidence rule; a chain stops early). It reads only the draft's distribution, so
+    verification stays lossless.
+    """
+    if not 0.0 <= min_path_prob <= 1.0:
+        raise ValueError(f"min_path_prob must be in [0, 1], got {min_path_prob}")
+    branching = Branching(tuple(as_int(w, "branching width") for w in branching), min_path_prob).widths
+    tokens, parents, frontier = [int(root)], [-1], [0]
+    path_prob = [1.0]
+    draft_rows: list[tuple[int, torch.Tensor]] = []
+    for width in branching:
+        if not frontier:
+            break
+        logits = _level(drafter, context, tokens, parents, frontier, trace)  # [len(frontier), V]
+        if sampling.greedy:
+            probs = logits.float().softmax(-1) if min_path_prob else None
+            children = logits.topk(min(width, logits.shape[-1]), dim=-1).indices.tolist()
+        else:
+            probs = sampling.probs(logits)
+            draft_rows += zip(frontier, probs)
+            children = [
+                torch.multinomial(p, min(width, int((p > 0).sum())), replacement=False,
+                                  generator=sampling.generator).tolist()
+                for p in probs
+            ]
+        # a node's children may be fewer than its width (sampling without replacement): one row at a time
+        child_probs = [p[kids].tolist() for p, kids in zip(probs, children)] if min_path_prob else None
+        next_frontier = []
+        for j, (node, kids) in enumerate(zip(frontier, children)):
+            for c, token in enumerate(kids):
+                tokens.append(token)
+                parents.append(node)
+                path_prob.append(path_prob[node] * child_probs[j][c] if min_path_prob else 1.0)
+                if path_prob[-1] >= min_path_prob:
+                    next_frontier.append(len(tokens) - 1)
+        frontier = next_frontier
+    if sampling.greedy:
+        return DraftTree(tokens, parents)
+    draft_probs = torch.zeros(len(tokens), drafter.vocab_size, device=drafter.device)
+    for node, p in draft_rows:
+        draft_probs[node] = p
+    return DraftTree(tokens, parents, draft_probs)
+
+
+@torch.inference_mode()
+def build_dynamic_tree(
+    drafter: LevelDrafter,
+    context: Sequence[int],
+    root: int,
+    depth: int = 5,
+    width: int = 4,
+    total_tokens: int = 24,
+    sampling: SamplingParams = GREEDY,
+    trace: Trace = NO_TRACE,
+) -> DraftTree:
+    """An EAGLE-2 tree below `root` with at most `total_tokens` draft nodes (exactly that many when the
+    expansion produced enough candidates), at most `depth` deep. One drafter call per level.
+    `sampling.top_k` truncates the draft distribution as everywhere else; the expansion width is `width`."""
+    depth, width, total_tokens = as_int(depth, "depth"), as_int(width, "width"), as_int(total_tokens, "total_tokens")
+    DynamicShape(depth, width, total_tokens)  # validates them
+    tokens, parents, score = [int(root)], [-1], [0.0]
+    rows: dict[int, torch.Tensor] = {}
+    frontier = [0]
+    for _ in range(depth if total_tokens else 0):
+        logits = _level(drafter, context, tokens, parents, frontier, trace)  # [len(frontier), V]
+        if sampling.greedy:
+            logp = torch.log_softmax(logits.float(), dim=-1)
+            picks = logp.topk(min(width, logp.shape[-1]), dim=-1).indices.tolist()
+        else:
+            probs = sampling.probs(logits)
+            logp = probs.log()
+            picks = [
+                torch.multinomial(p, min(width, int((p > 0).sum())), replacement=False,
+                                  generator=sampling.generator).tolist()
+                for p in probs
+            ]
+            rows.update(zip(frontier, probs))
+        slot = logp.topk(min(width, logp.shape[-1]), dim=-1).values.tolist()  # [len(frontier), width]
+        level = []
+        for r, (node, kids) in enumerate(zip(frontier, picks)):
+            for rank, token in enumerate(kids):
+                tokens.append(token)
+                parents.append(node)
+                score.append(score[node] + slot[r][rank])
+                level.append(len(tokens) - 1)
+        frontier = sorted(sorted(level, key=lambda i: -score[i])[:width])
+    depth_of = [0] * len(parents)
+    for i in range(1, len(parents)):
+        depth_of[i] = depth_of[parents[i]] + 1
+    best = rerank(torch.tensor(score[1:], dtype=torch.float64), torch.tensor(depth_of[1:]), total_tokens)
+    keep = [0] + (best + 1).tolist()
+    new_id = {old: new for new, old in enumerate(keep)}
+    tree = DraftTree([tokens[i] for i in keep], [new_id[parents[i]] if i else -1 for i in keep])
+    if not sampling.greedy:
+        tree.draft_probs = torch.zeros(len(keep), drafter.vocab_size, device=drafter.device)
+        for old, new in new_id.items():
+            if old in rows:
+                tree.draft_probs[new] = rows[old]
+    return tree
+
+
+TIE_BREAK = 1e-6  # subtracted per level from a candidate's score, so a child never ties its parent in `rerank`
+
+
+def rerank(scores: torch.Tensor, depths: torch.Tensor, total_tokens: int) -> torch.Tensor:
+    """EAGLE-2's reranking, no host read: candidate scores [M] (cumulative draft log-probabilities) and depths [M]
+    -> the indices [min(M, total_tokens)] of the best candidates, ascending.
+
+    Candidates must be numbered parents before children and siblings in draw order. A child scores below its
+    parent (strictly, after the tie-break) and a sibling no higher than the one drawn before it (ties go to the
+    lower index), so the kept set holds every kept node's parent and earlier siblings: it is a tree.
+    """
+    order = torch.sort(scores - TIE_BREAK * depths, descending=True, stable=True).indices
+    return order[:total_tokens].sort().values
