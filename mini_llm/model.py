@@ -30,8 +30,12 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # F.rms_norm is x * rsqrt(mean(x^2) + eps) in one call, bit for bit the formula above (tested).
-        return self.weight * F.rms_norm(x.float(), self.weight.shape, eps=self.eps).to(x.dtype)
+        return self.weight * self.normalize(x)
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        """x / sqrt(mean(x^2) + eps) over the last axis, computed in fp32, returned in x's dtype (no weight)."""
+        # F.rms_norm is x * rsqrt(mean(x^2) + eps) in one call, bit for bit that formula (tested).
+        return F.rms_norm(x.float(), x.shape[-1:], eps=self.eps).to(x.dtype)
 
 
 def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -153,10 +157,13 @@ class Attention(nn.Module):
         (S = cache slots read), the additive mask `sdpa_mask` made of it (the model makes it once per
         forward, not once per layer), or None for full attention -> [B, T, C]."""
         B, T, _ = x.shape
-        q, k, v = self.qkv_proj(x).view(B, T, -1, self.head_dim).split((self.n_heads, self.n_kv, self.n_kv), dim=2)
-        q = apply_rope(self.q_norm(q), cos, sin)
-        k = apply_rope(self.k_norm(k), cos, sin).transpose(1, 2)
-        v = v.transpose(1, 2)
+        qk, v = self.qkv_proj(x).view(B, T, -1, self.head_dim).split((self.n_heads + self.n_kv, self.n_kv), dim=2)
+        # QK-norm and RoPE treat every query and key head alike, only the norm weights differ (the eps is
+        # shared): normalize and rotate all n_heads + n_kv heads in one go, the values of q and k apart.
+        weight = torch.cat((self.q_norm.weight.expand(self.n_heads, -1), self.k_norm.weight.expand(self.n_kv, -1)))
+        qk = apply_rope(weight * self.q_norm.normalize(qk), cos, sin)
+        q, k = qk.split((self.n_heads, self.n_kv), dim=2)
+        k, v = k.transpose(1, 2), v.transpose(1, 2)
         if cache is not None:
             k, v = cache.write(self.layer_idx, k, v)
         # Fold the G query heads that share one KV head into the query axis: [B, n_kv, G*T, D].
