@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from mini_llm import Config, Transformer, generate, generate_batch
-from tree_spec import NGramDrafter, QuantizedSelfDrafter, batch_speculative_generate, speculative_generate
-from tree_spec import sampling
-from tree_spec import batch as batch_module
-from tree_spec.batch import batch_sweep, batch_sweeps, batch_table, crossover
-from tree_spec.speedup import chi_square
+from tree_spec import batch_speculative_generate, NGramDrafter, QuantizedSelfDrafter, SamplingParams, speculative_generate
+from tree_spec.core import sampling
+from tree_spec.analysis import batch_sweep as batch_module
+from tree_spec.analysis.batch_sweep import batch_sweep, batch_sweeps, batch_table, crossover
+from tree_spec.analysis.stats import chi_square
 
 from .spec_models import perturbed_copy, random_model
 
@@ -134,8 +134,8 @@ def per_row_p_values(seed: int) -> list[float]:
     target, draft = small_vocab_pair()
     prompts = [[1, 2], [3, 0, 5, 4, 2], [5, 5, 1, 0, 3, 2, 4, 1]]
     batch = [p for p in prompts for _ in range(REPEATS)]
-    outs = batch_speculative_generate(target, draft, batch, 4, k=3, temperature=1.0,
-                                      generator=torch.Generator().manual_seed(seed))
+    outs = batch_speculative_generate(target, draft, batch, 4, k=3,
+                                      sampling=SamplingParams(1.0, generator=torch.Generator().manual_seed(seed)))
     assert sum(o.proposed for o in outs) > 0 and 0 < sum(sum(o.accepted_per_call) for o in outs)
     p_values = []
     for i, prompt in enumerate(prompts):
@@ -179,8 +179,8 @@ def test_batch_sweeps_share_the_plain_run_split_the_time_and_keep_the_fastest_ro
     prompts, real_split = batch_of(2, target.cfg.vocab_size, seed=5), batch_module.time_split
     totals = iter(range(100, 0, -1) if falling else range(1, 101))
 
-    def scripted(run, model, drafter=None):  # the real split, its total replaced by the next scripted one
-        result, split = real_split(run, model, drafter)
+    def scripted(run, model):  # the real split, its total replaced by the next scripted one
+        result, split = real_split(run, model)
         return result, replace(split, total_ms=float(next(totals)))
 
     monkeypatch.setattr(batch_module, "time_split", scripted)

@@ -29,7 +29,8 @@ PANELS = 4
 CELLS = [
     "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path.cwd().resolve().parent))\n"
     "from mini_llm import load_model, load_tokenizer\n"
-    "from tree_spec.ui.widgets import batch_panel, speedup_panel, tree_panel, tree_viewer_panel",
+    "from tree_spec.ui.batch_panel import batch_panel\nfrom tree_spec.ui.chain_panel import speedup_panel\n"
+    "from tree_spec.ui.tree_panel import tree_panel\nfrom tree_spec.ui.tree_viewer import tree_viewer_panel",
     "speedup_panel()",
     "tree_panel()",
     "batch_panel()",

@@ -1,10 +1,10 @@
-"""tree_spec.check.compare: exact for tokens/masks (first differing index), max |Δ| against a bar for floats."""
+"""tree_spec.analysis.check.compare: exact for tokens/masks (first differing index), max |Δ| against a bar for floats."""
 import doctest
 
 import torch
 
-import tree_spec.check as check
-from tree_spec.check import compare
+import tree_spec.analysis.check as check
+from tree_spec.analysis.check import compare
 
 
 def test_doctests_hold():

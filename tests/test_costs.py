@@ -7,11 +7,14 @@ import torch
 
 from tests.spec_models import perturbed_copy, random_model
 from tree_spec import speculative_generate
-from tree_spec.costs import (
-    COSTS_DIR, CostCurve, TimeSplit, compare_profiles, forward_after, forward_times_after, measure_drafter_cost,
-    matmul_split, measure_target_costs, profile_forward, profile_ops, time_split,
+from tree_spec.analysis.curve import (
+    COSTS_DIR, CostCurve, forward_after, forward_times_after, measure_target_costs,
 )
-from tree_spec.drafters import ModelDrafter
+from tree_spec.analysis.profile import compare_profiles, matmul_split, profile_forward, profile_ops
+from tree_spec.analysis.timing import (
+    TimeSplit, measure_drafter_cost, time_split,
+)
+from tree_spec.drafters.model import ModelDrafter
 
 
 def test_curve_interpolates_points_and_extrapolates_with_the_fitted_line():
@@ -77,7 +80,8 @@ def test_forward_times_after_interleaves_the_conditions_round_by_round():
 
 def test_time_split_accounts_for_every_forward_and_draft_call():
     target, drafter = random_model(seed=4), ModelDrafter(perturbed_copy(random_model(seed=4)))
-    out, split = time_split(lambda: speculative_generate(target, drafter, list(range(10)), 12, k=3), target, drafter)
+    out, split = time_split(lambda trace: speculative_generate(target, drafter, list(range(10)), 12, k=3, trace=trace),
+                            target)
     assert split.prefill_sizes == {10: 1} and split.forwards == out.target_calls - 1  # the rest are verify passes
     assert set(split.forward_sizes) <= {1, 2, 3, 4} and min(split.prefill_ms, split.forward_ms, split.draft_ms) > 0
     assert split.rest_ms == pytest.approx(split.total_ms - split.prefill_ms - split.forward_ms - split.draft_ms)
@@ -88,7 +92,7 @@ def test_time_split_accounts_for_every_forward_and_draft_call():
     assert pooled.forward_sizes == {n: 2 * c for n, c in split.forward_sizes.items()}
     assert pooled.draft_calls == split.draft_calls * 2
     assert pooled.total_ms == 2 * split.total_ms and pooled.rest_ms == pytest.approx(2 * split.rest_ms)
-    _, plain = time_split(lambda: None, target)  # no forward, no drafter: everything is the rest
+    _, plain = time_split(lambda trace: None, target)  # no forward, no drafter: everything is the rest
     assert plain == TimeSplit(plain.total_ms) and plain.rest_ms == plain.total_ms
 
 
@@ -117,7 +121,7 @@ def test_profile_ops_returns_the_result_and_exact_op_counts():
         assert torch.equal(result, target(ids))
     layers = target.cfg.num_hidden_layers
     assert ops["scaled_dot_product_attention"][1] == layers     # one attention call per layer
-    assert ops["linear"][1] == 7 * layers + 1                   # q, k, v, o, gate, up, down per layer + the LM head
+    assert ops["linear"][1] == 4 * layers + 1                   # fused qkv, o, fused gate-up, down per layer + LM head
     assert all(ms >= 0 for ms, _ in ops.values())
     with torch.inference_mode():
         _, shaped = profile_ops(lambda: target(ids), by_shape=True)

@@ -23,7 +23,7 @@ from tree_spec import SamplingParams
 from tree_spec import (
     LookaheadDrafter, NGramDrafter, batch_speculative_generate, dynamic_tree_speculative_generate, lookahead_generate, speculative_generate, tree_speculative_generate,
 )
-from tree_spec.analysis.costs import ForwardTimer
+from tree_spec.analysis.curve import ForwardTimer
 from tree_spec.drafters.head_io import load_head
 from tree_spec.analysis.stats import paired_distributions
 from tree_spec.core.sampling import verify_chain, verify_tree

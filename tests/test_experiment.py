@@ -1,4 +1,4 @@
-"""The chapter's multi-prompt experiment (tree_spec.experiment) and the compact KV-slot drawing (tree_spec.plots)."""
+"""The multi-prompt experiment (tree_spec.analysis.experiment) and the compact KV-slot drawing (tree_spec.ui.plots)."""
 import matplotlib
 
 matplotlib.use("Agg")
@@ -6,8 +6,8 @@ matplotlib.use("Agg")
 from matplotlib.text import Annotation
 
 from tests.spec_models import prompts, random_model
-from tree_spec.experiment import mean_spread, print_prompts_experiment, run_prompts_experiment
-from tree_spec.plots import draw_compact
+from tree_spec.analysis.experiment import mean_spread, print_prompts_experiment, run_prompts_experiment
+from tree_spec.ui.plots import draw_compact
 
 
 def test_prompts_experiment_rows_are_per_prompt_and_greedy_identical(capsys):
@@ -23,7 +23,7 @@ def test_prompts_experiment_rows_are_per_prompt_and_greedy_identical(capsys):
         assert 0 <= row["acceptance_ratio"] <= row["alpha"] <= 1  # reached depths <= proposed nodes
     print_prompts_experiment(rows)
     out = capsys.readouterr().out
-    assert "chapter" in out and "23" in out and "2.45" in out and "over 3 prompts" in out
+    assert "Qwen3-0.6B" in out and "23" in out and "2.45" in out and "over 3 prompts" in out
 
 
 def test_mean_spread():

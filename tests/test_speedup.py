@@ -1,4 +1,4 @@
-"""The speedup formulas, the chapter's roofline table (every printed number), tail latency, chi-square."""
+"""The speedup formulas, the roofline table (every printed number), tail latency, chi-square."""
 from __future__ import annotations
 
 import json
@@ -8,23 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from tree_spec.speedup import (
-    break_even_alpha,
-    chi_square,
-    chi_square_sf,
-    expected_speedup,
-    expected_tokens_per_verify,
-    production_speedup,
-    roofline_step_time,
-    simulate_tail,
-    speedup_table,
-    tau_from_acceptance_ratio,
-    tau_from_alpha_at_depth,
-    tree_expected_tokens,
-    tree_node_count,
-    tree_verify_tokens,
-    wall_time_per_token,
+from tree_spec.analysis.speedup import (
+    break_even_acceptance_ratio, expected_speedup, expected_tokens_per_verify, production_speedup, roofline_step_time, simulate_tail, speedup_table, tau_from_acceptance_ratio, tau_from_alpha_at_depth, tree_expected_tokens, tree_verify_tokens, wall_time_per_token,
 )
+from tree_spec.analysis.stats import chi_square, chi_square_sf
+from tree_spec.core.topology import tree_node_count
 
 
 def test_expected_tokens_per_verify() -> None:
@@ -42,7 +30,7 @@ def test_wall_time_speedup_and_break_even() -> None:
     assert expected_speedup(0.8, 4, 0.0) > expected_speedup(0.8, 8, 0.05)  # alpha, not k, is the lever
     assert production_speedup(0.8, 4, 0.5) == pytest.approx(4.2 / 1.5)
     for overhead, k in [(0.5, 4), (1.2, 3)]:
-        assert production_speedup(break_even_alpha(overhead, k), k, overhead) == pytest.approx(1.0)
+        assert production_speedup(break_even_acceptance_ratio(overhead, k), k, overhead) == pytest.approx(1.0)
 
 
 def test_tree_counts_and_expected_tokens() -> None:
@@ -56,7 +44,7 @@ def test_tree_counts_and_expected_tokens() -> None:
         tree_node_count([2, 0])
 
 
-def test_speedup_table_reproduces_the_chapter() -> None:
+def test_speedup_table_reproduces_the_published_numbers() -> None:
     rows = [(r.batch, f"{r.decode_ms:.2f}", f"{r.verify_ms:.2f}", f"{r.speedup:.2f}") for r in speedup_table()]
     assert rows == [
         (1, "4.85", "4.85", "2.80"),
@@ -115,7 +103,7 @@ class IIDDrafter:
     greedy continuation, so E(alpha, k) is the exact expectation of tokens per verify."""
 
     def __new__(cls, *args, **kwargs):
-        from tree_spec.drafters import Drafter
+        from tree_spec.drafters.base import Drafter
 
         class _IID(Drafter):
             def __init__(self, greedy: list[int], vocab: int, alpha: float, seed: int) -> None:
@@ -149,7 +137,7 @@ class IIDDrafter:
 def _iid_runs(alpha: float, k: int, n_prompts: int = 6, new_tokens: int = 200):
     from mini_llm import generate
     from tests.spec_models import prompts, random_model
-    from tree_spec.chain import speculative_generate
+    from tree_spec.decoding.chain import speculative_generate
 
     target = random_model(seed=11, max_position_embeddings=512)
     outs = []

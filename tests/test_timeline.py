@@ -1,10 +1,10 @@
-"""tree_spec.timeline: every target forward and drafter call timed, tokens committed per verify, plain == speculative."""
+"""tree_spec.analysis.timeline: every target forward and drafter call timed, tokens committed per verify, plain == speculative."""
 import matplotlib
 
 from tests.spec_models import perturbed_copy, prompts, random_model
 from tree_spec import speculative_generate
-from tree_spec.plots import draw_timeline
-from tree_spec.timeline import pooled, record_plain, record_speculative
+from tree_spec.ui.plots import draw_timeline
+from tree_spec.analysis.timeline import pooled, record_plain, record_speculative
 
 
 def test_timelines_account_for_every_call_and_token():

@@ -6,13 +6,14 @@ import torch
 
 from mini_llm import generate, load_model
 from tree_spec import ModelDrafter, tree_speculative_generate
-from tree_spec.costs import CostCurve
-from tree_spec.speedup import tree_node_count
-from tree_spec.tune import (
-    CONFIDENCE_DRAFTERS, DRAFTERS, FIXED_SHAPES, MARGIN, THETAS, TUNED_DIR, RankProfile, StepCosts, branching_lists,
-    choose, choose_theta, load_tuned, measure_rank_profile, rank_shapes, tuned_drafter,
+from tree_spec.analysis.curve import CostCurve
+from tree_spec.core.topology import tree_node_count
+from tree_spec.analysis.ranks import RankProfile, measure_rank_profile
+from tree_spec.analysis.search import (
+    CONFIDENCE_DRAFTERS, FIXED_SHAPES, MARGIN, THETAS, branching_lists, choose, choose_theta, rank_shapes,
 )
-from tree_spec.bench import CONFIDENCE_STOP
+from tree_spec.analysis.step_costs import StepCosts
+from tree_spec.analysis.tuned import CONFIDENCE_STOP, DRAFTERS, TUNED_DIR, load_tuned, tuned_drafter
 from tests.spec_models import perturbed_copy, prompts, random_model
 
 
@@ -120,8 +121,8 @@ def test_profile_of_a_noisy_drafter_and_of_its_reduced_vocabulary():
 
 
 def test_reduced_draft_vocabulary_keeps_greedy_identical_and_only_proposes_its_tokens():
-    from tree_spec.feature_drafters import HeadDrafter, MedusaDrafter
-    from tree_spec.heads import make_head
+    from tree_spec.drafters.features import HeadDrafter, MedusaDrafter
+    from tree_spec.drafters.heads import make_head
 
     target = random_model(seed=0)
     subset = torch.arange(0, target.cfg.vocab_size, 3, device="cpu")
@@ -170,7 +171,7 @@ def test_saved_tuning_is_complete_and_runs_identically(name):
 
 @pytest.mark.slow
 def test_cli_profiles_costs_searches_validates_and_saves(tmp_path, capsys):
-    from tree_spec.tune import main
+    from tree_spec.analysis.tune import main
 
     saved = main(["--drafter", "mtp", "--prompts", "1", "--new-tokens", "6", "--depth", "3", "--vocab", "1024",
                   "--validate-prompts", "1", "--validate-tokens", "12", "--validate-top", "1", "--top", "3",

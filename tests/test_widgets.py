@@ -9,29 +9,20 @@ import pytest
 import torch
 
 from mini_llm import generate, load_model, load_tokenizer
-from tree_spec.drafters import QuantizedSelfDrafter
-from tree_spec.plots import draw_mask, draw_tree
+from tree_spec.drafters.model import QuantizedSelfDrafter
+from tree_spec.ui.plots import draw_mask, draw_tree
 from tree_spec import ModelDrafter, tree_speculative_generate
-from tree_spec.costs import COSTS_DIR, CostCurve
-from tree_spec.prompts import held_out_prompts
-from tree_spec.speedup import (
-    expected_speedup, expected_tokens_per_verify, speedup_table, tree_expected_tokens, tree_node_count,
+from tree_spec.analysis.curve import COSTS_DIR, CostCurve
+from tree_spec.analysis.prompts import held_out_prompts
+from tree_spec.analysis.speedup import (
+    chain_break_even_alpha, expected_speedup, expected_tokens_per_verify, speedup_table, tree_expected_tokens,
 )
-from tree_spec.tune import load_profile
-from tree_spec.widgets import (
-    H100,
-    IID,
-    MEASURED_CURVE,
-    batch_panel,
-    batch_report,
-    chain_break_even_alpha,
-    inspect_tree_step,
-    parse_branching,
-    speedup_panel,
-    tree_panel,
-    tree_report,
-    tree_viewer_panel,
-)
+from tree_spec.core.topology import tree_node_count
+from tree_spec.analysis.tuned import load_profile
+from tree_spec.ui.batch_panel import batch_panel, batch_report
+from tree_spec.ui.chain_panel import speedup_panel
+from tree_spec.ui.tree_panel import H100, IID, MEASURED_CURVE, parse_branching, tree_panel, tree_report
+from tree_spec.ui.tree_viewer import inspect_tree_step, tree_viewer_panel
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +208,7 @@ def test_jupyterlab_has_the_widget_extension():
 def test_panel_shows_a_static_snapshot_next_to_the_live_widget():
     import ipywidgets
 
-    from tree_spec.widgets import speedup_panel
+    from tree_spec.ui.chain_panel import speedup_panel
 
     panel = speedup_panel(alpha=0.8, k=4, c=0.05)
     bundle = panel._repr_mimebundle_()
@@ -236,7 +227,7 @@ def test_panel_shows_a_static_snapshot_next_to_the_live_widget():
 def test_panel_shows_a_failing_callback_instead_of_freezing():
     import ipywidgets
 
-    from tree_spec.widgets import Panel
+    from tree_spec.ui.panel import Panel
 
     def compute(x: int) -> dict:
         if x == 3:
@@ -256,7 +247,7 @@ def test_panel_shows_a_failing_callback_instead_of_freezing():
 
 
 def test_tree_step_summary_reads_naturally_when_nothing_is_accepted():
-    from tree_spec.widgets import tree_step_summary
+    from tree_spec.ui.tree_viewer import tree_step_summary
 
     none = tree_step_summary(14, [], "x")
     assert none == "14 drafted nodes, none accepted: the target's own token is <code>x</code>"

@@ -13,13 +13,16 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from .sampling import paired_distributions, verify_chain
-from .speedup import chi_square, expected_tokens_per_verify, tree_node_count
-from .tree import depths, tree_mask
+from .analysis.stats import paired_distributions
+from .core.sampling import verify_chain
+from .analysis.stats import chi_square
+from .analysis.speedup import expected_tokens_per_verify
+from .core.topology import tree_node_count
+from .core.topology import depths, tree_mask
 
 P_THRESHOLD = 1e-3  # the check passes when the chi-square p-value is above this
 SWEEP_ALPHAS = (0.2, 0.4, 0.6, 0.8, 0.9, 1.0)
-DEMO_PARENTS = [-1, 0, 0, 1, 1, 2]  # the chapter's small tree: a root with two children, ...
+DEMO_PARENTS = [-1, 0, 0, 1, 1, 2]  # a small tree: a root with two children, ...
 DEMO_WORDS = ["the", "cat", "dog", "sat", "ran", "barked"]
 DEMO_PREFIX = 5
 

@@ -1,6 +1,6 @@
-"""The chapter's experiment: chain [1, 1, 1, 1] vs tree [2, 2, 1, 1], INT4 fake-quantized self draft, 48 tokens.
+"""Chain [1, 1, 1, 1] vs tree [2, 2, 1, 1] with the INT4 fake-quantized self draft, 48 tokens, against reference figures.
 
-python -m tree_spec.experiment [--model tiny-qwen3] [--tokens 48] [--prompt "def ..."]
+python -m tree_spec.analysis.experiment [--model tiny-qwen3] [--tokens 48] [--prompt "def ..."]
 """
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import torch
 
 from mini_llm import Transformer, generate, load_model, load_tokenizer
 
-from .drafters import QuantizedSelfDrafter
-from .speedup import tree_node_count
-from .tree import tree_speculative_generate
+from ..drafters.model import QuantizedSelfDrafter
+from ..core.topology import tree_node_count
+from ..decoding.tree import tree_speculative_generate
 
-# The handbook chapter's figures (Qwen3-0.6B, CPU, 48 new tokens, INT4 group fake-quantized self draft, greedy).
-CHAPTER = {"chain": dict(target_calls=23, tau=2.23, nodes=4), "tree": dict(target_calls=21, tau=2.45, nodes=14)}
+# Reference figures measured on Qwen3-0.6B (CPU, 48 new tokens, INT4 group fake-quantized self draft, greedy).
+REFERENCE = {"chain": dict(target_calls=23, tau=2.23, nodes=4), "tree": dict(target_calls=21, tau=2.45, nodes=14)}
 DEFAULT_PROMPT = 'def read_config(path):\n    """Read a JSON configuration file and return it as a dict."""\n'
 SHAPES = {"chain": [1, 1, 1, 1], "tree": [2, 2, 1, 1]}
 
@@ -55,7 +55,7 @@ def _thread_time(fn):
 def run_prompts_experiment(
     target: Transformer, prompts: Sequence[Sequence[int]], max_new_tokens: int = 48, bits: int = 4
 ) -> dict[str, dict]:
-    """The chapter's experiment over many prompts, timed: plain greedy, chain and tree with the INT-`bits` self draft.
+    """The experiment over many prompts, timed: plain greedy, chain and tree with the INT-`bits` self draft.
 
     Runs on one torch thread and times each generation by thread CPU time (restores the thread count).
     -> {"plain" | "chain" | "tree": row}; row lists per prompt: target_calls, tau (tokens per target
@@ -107,13 +107,13 @@ def mean_spread(values: Sequence[float]) -> str:
 
 def print_prompts_experiment(rows: dict[str, dict]) -> None:
     """One line per method: target passes, tokens per pass and ms per token as mean ± spread over prompts,
-    next to the chapter's figures."""
+    next to the reference figures (`REFERENCE`)."""
     n = len(rows["plain"]["tau"])
     print(f"{'':6s} {'branching':13s} {'nodes':>5s} {'target passes':>14s} {'tokens/pass':>12s} {'ms/token (1 thread)':>20s}"
-          f" {'identical':>9s} | chapter: {'passes':>6s} {'tokens/pass':>11s}")
+          f" {'identical':>9s} | Qwen3-0.6B: {'passes':>6s} {'tokens/pass':>11s}")
     for name, row in rows.items():
-        chapter = CHAPTER.get(name)
-        published = f"{chapter['target_calls']:15d} {chapter['tau']:11.2f}" if chapter else ""
+        reference = REFERENCE.get(name)
+        published = f"{reference['target_calls']:15d} {reference['tau']:11.2f}" if reference else ""
         print(f"{name:6s} {str(row['branching'] or '-'):13s} {row['nodes']:5d} {mean_spread(row['target_calls']):>14s} "
               f"{mean_spread(row['tau']):>12s} {mean_spread(row['ms_per_token']):>20s} {str(row.get('identical', '-')):>9s}"
               f" | {published}")

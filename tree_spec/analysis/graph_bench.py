@@ -1,17 +1,17 @@
 """Eager loops vs fixed shapes vs CUDA graphs: what per-step overhead costs plain and chain decoding.
 
-    python -m tree_spec.graph_bench [--target tiny-qwen3] [--draft tiny-qwen3-draft] [--heads models/heads]
-                                    [--prompts 8] [--new-tokens 128] [--ks 2,4,6] [--device cuda]
-                                    [--out models] [--quick]
+    python -m tree_spec.analysis.graph_bench [--target tiny-qwen3] [--draft tiny-qwen3-draft] [--heads models/heads]
+                                             [--prompts 8] [--new-tokens 128] [--ks 2,4,6] [--device cuda]
+                                             [--out models] [--quick]
 
 Three forms of the same decoding, for plain greedy, for chains drafted by the small model, EAGLE-1,
 EAGLE-3 and MTP (the shipped heads), and for EAGLE-2 dynamic trees (EAGLE-1 head):
 - "eager, lists": `generate` / `speculative_generate` / `dynamic_tree_speculative_generate`: Python lists,
   host reads inside every step;
-- "static, eager": `StaticDecoder` / `StaticChain` / `StaticTree` with graphs=False: the fixed-shape step,
-  one kernel launch at a time, one host read per step;
-- "static, CUDA graph" (CUDA only): the same step captured once and replayed.
-One static decoder per row serves every prompt (captured on its first request, in the warm-up).
+- "fixed shapes, eager": `StaticDecoder` / `FixedShapeChain` / `FixedShapeDynamicTree` with graphs=False: the
+  fixed-shape step, one kernel launch at a time, one host read per step;
+- "fixed shapes, CUDA graph" (CUDA only): the same step captured once and replayed.
+One fixed-shape decoder per row serves every prompt (captured on its first request, in the warm-up).
 Greedy; each row's tokens are checked against plain eager decoding, and the command fails (after writing its
 tables) if any differ. Rows run interleaved per prompt; time is `device_clock` (thread CPU time on a CPU, one
 torch thread; wall time after torch.cuda.synchronize() on CUDA). Speedups are given against plain eager
@@ -34,29 +34,31 @@ from mini_llm import Transformer, generate, load_model, load_tokenizer
 from mini_llm.graphs import StaticDecoder, graphs_available
 from mini_llm.load import MODELS_DIR, resolve_model_path
 
-from .chain import speculative_generate
-from .costs import clock_name, device_clock
-from .drafters import Drafter, ModelDrafter
-from .head_io import load_head
-from .output import SpecOutput
+from ..decoding.chain import speculative_generate
+from .bench_report import machine
+from .clocks import clock_name, device_clock
+from ..drafters.base import Drafter
+from ..drafters.model import ModelDrafter
+from ..drafters.head_io import load_head
+from ..core.output import SpecOutput
 from .prompts import held_out_prompts
-from .dynamic import dynamic_tree_speculative_generate
-from .static_chain import StaticChain
-from .static_tree import StaticTree
+from ..decoding.dynamic import dynamic_tree_speculative_generate
+from ..fixed_shape.chain import FixedShapeChain
+from ..fixed_shape.tree import FixedShapeDynamicTree
 
-FORMS = ("eager, lists", "static, eager", "static, CUDA graph")
-LIST_K = 4  # the k of the eager and static-eager chain rows; graphed chains run at every k of --ks
+FORMS = ("eager, lists", "fixed shapes, eager", "fixed shapes, CUDA graph")
+LIST_K = 4  # the k of the two eager chain rows; graphed chains run at every k of --ks
 HEADS = (("EAGLE-1", "eagle"), ("EAGLE-3", "eagle3"), ("MTP", "mtp"))
 # EAGLE-2 dynamic trees (EAGLE-1 head): the bench's CPU shape in every form, and a wider one graphed (on a
 # launch-bound GPU a verify pass over 64 nodes costs about what one over 25 does)
-TREE_SHAPES = (dict(depth=6, top_k=4, total_tokens=24), dict(depth=8, top_k=8, total_tokens=63))
-QUICK_TREE = dict(depth=3, top_k=2, total_tokens=4)
+TREE_SHAPES = (dict(depth=6, width=4, total_tokens=24), dict(depth=8, width=8, total_tokens=63))
+QUICK_TREE = dict(depth=3, width=2, total_tokens=4)
 
 
 @dataclass
 class Row:
     """One benchmark row: run(prompt, new_tokens) -> (tokens, τ numerator and denominator). shape: k for a
-    chain, (depth, top_k, total_tokens) for a tree, None for plain decoding."""
+    chain, (depth, width, total_tokens) for a tree, None for plain decoding."""
 
     method: str
     form: str
@@ -78,15 +80,15 @@ def plain_rows(target: Transformer, max_len: int, graphs: bool) -> list[Row]:
         tokens = generate(target, torch.tensor([prompt], device=device), n)[0].tolist()
         return tokens, len(tokens), len(tokens)
 
-    def static(decoder: StaticDecoder):
+    def fixed(decoder: StaticDecoder):
         def run(prompt: list[int], n: int):
             tokens = decoder.generate(prompt, n)[0].tolist()
             return tokens, len(tokens), len(tokens)
         return run
 
-    rows = [Row("plain greedy", FORMS[0], None, lists), Row("plain greedy", FORMS[1], None, static(eager))]
+    rows = [Row("plain greedy", FORMS[0], None, lists), Row("plain greedy", FORMS[1], None, fixed(eager))]
     if graphs:
-        rows.append(Row("plain greedy", FORMS[2], None, static(StaticDecoder(target, max_len, graphs=True))))
+        rows.append(Row("plain greedy", FORMS[2], None, fixed(StaticDecoder(target, max_len, graphs=True))))
     return rows
 
 
@@ -99,37 +101,37 @@ def spec_run(decode: Callable[[list[int], int], SpecOutput]) -> Callable[[list[i
 
 
 def chain_rows(name: str, target: Transformer, drafter: Drafter, max_len: int, ks: list[int], graphs: bool) -> list[Row]:
-    """Chains: k = LIST_K as lists and static-eager, every k of `ks` graphed."""
+    """Chains: k = LIST_K in both eager forms, every k of `ks` graphed."""
     rows = [Row(name, FORMS[0], LIST_K, spec_run(lambda p, n: speculative_generate(target, drafter, p, n, k=LIST_K))),
-            Row(name, FORMS[1], LIST_K, spec_run(StaticChain(target, drafter, max_len, LIST_K, graphs=False).generate))]
+            Row(name, FORMS[1], LIST_K, spec_run(FixedShapeChain(target, drafter, max_len, LIST_K, graphs=False).generate))]
     if graphs:
-        rows += [Row(name, FORMS[2], k, spec_run(StaticChain(target, drafter, max_len, k, graphs=True).generate))
+        rows += [Row(name, FORMS[2], k, spec_run(FixedShapeChain(target, drafter, max_len, k, graphs=True).generate))
                  for k in ks]
     return rows
 
 
 def tree_rows(target: Transformer, drafter: Drafter, max_len: int, shapes: list[dict], graphs: bool) -> list[Row]:
-    """EAGLE-2 dynamic trees: the first shape as lists and static-eager, every shape graphed."""
+    """EAGLE-2 dynamic trees: the first shape in both eager forms, every shape graphed."""
     name, first = "EAGLE-2 (EAGLE-1 head)", shapes[0]
 
     def label(shape: dict) -> tuple[int, int, int]:
-        return shape["depth"], shape["top_k"], shape["total_tokens"]
+        return shape["depth"], shape["width"], shape["total_tokens"]
 
-    def static(shape: dict, graphs: bool):
-        return spec_run(StaticTree(target, drafter, max_len, **shape, graphs=graphs).generate)
+    def fixed(shape: dict, graphs: bool):
+        return spec_run(FixedShapeDynamicTree(target, drafter, max_len, **shape, graphs=graphs).generate)
 
     rows = [Row(name, FORMS[0], label(first),
                 spec_run(lambda p, n: dynamic_tree_speculative_generate(target, drafter, p, n, **first))),
-            Row(name, FORMS[1], label(first), static(first, False))]
+            Row(name, FORMS[1], label(first), fixed(first, False))]
     if graphs:
-        rows += [Row(name, FORMS[2], label(shape), static(shape, True)) for shape in shapes]
+        rows += [Row(name, FORMS[2], label(shape), fixed(shape, True)) for shape in shapes]
     return rows
 
 
 def run_rows(rows: list[Row], prompts: list[list[int]], new_tokens: int, device: torch.device) -> None:
     """Every row on every prompt, interleaved; the first row (plain eager) is the reference for identity."""
     clock = device_clock(device)
-    for row in rows:  # warm-up: captures each static row's graph (its first request), lazy initialisation
+    for row in rows:  # warm-up: captures each fixed-shape row's graph (its first request), lazy initialisation
         row.run(prompts[0], min(new_tokens, 8))
     for prompt in tqdm(prompts, desc="graph bench", unit="prompt", disable=None):
         reference = None
@@ -162,7 +164,7 @@ def markdown(result: dict) -> str:
         f"{result['new_tokens']} new tokens, greedy; time = {result['clock']}. One run: compare rows with each other, "
         "not with another run.",
         "",
-        "| method | form | k or tree (depth, top_k, total) | τ | ms/token | speedup vs plain eager | vs plain in the same form | identical |",
+        "| method | form | k or tree (depth, width, total) | τ | ms/token | speedup vs plain eager | vs plain in the same form | identical |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
@@ -174,9 +176,10 @@ def markdown(result: dict) -> str:
     if result["skipped"]:
         lines += ["", "Skipped: " + "; ".join(result["skipped"])]
     lines += ["", "τ: tokens per target forward, counting the target's own token (plain = 1.00). Forms: "
-              "'eager, lists' = generate / speculative_generate; 'static, eager' = StaticDecoder / StaticChain "
-              "without graphs (fixed shapes, one host read per step, attention over all cache slots); "
-              "'static, CUDA graph' = the same step captured once and replayed (CUDA only)."]
+              "'eager, lists' = generate / speculative_generate / dynamic_tree_speculative_generate; "
+              "'fixed shapes, eager' = StaticDecoder / FixedShapeChain / FixedShapeDynamicTree without graphs (one host "
+              "read per step, attention over all cache slots); "
+              "'fixed shapes, CUDA graph' = the same step captured once and replayed (CUDA only)."]
     return "\n".join(lines) + "\n"
 
 
@@ -222,12 +225,10 @@ def main(argv: list[str] | None = None) -> dict:
                 rows += tree_rows(target, drafter, max_len, shapes, graphs)
         print(f"{len(rows)} rows x {n_prompts} prompts x {new_tokens} tokens on {target.device}: {clock_name(target.device)}")
         run_rows(rows, prompts, new_tokens, target.device)
-        from .bench import machine
-
         result = dict(target=str(args.target), device=str(target.device), machine=machine(target.device),
                       clock=clock_name(target.device), prompts=n_prompts, new_tokens=new_tokens, skipped=skipped,
                       rows=summarize(rows),
-                      command="python -m tree_spec.graph_bench " + " ".join(argv if argv is not None else sys.argv[1:]))
+                      command="python -m tree_spec.analysis.graph_bench " + " ".join(argv if argv is not None else sys.argv[1:]))
     finally:
         torch.set_num_threads(threads_before)
     out = Path(args.out)

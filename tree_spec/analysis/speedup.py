@@ -1,23 +1,26 @@
-"""The speedup math: expected tokens per verify, wall time, break-even, trees, a roofline batch
-table, tail latency and a dependency-free chi-square test.
+"""The speedup math: expected tokens per verify, wall time, break-even points, trees, a roofline batch
+table and tail latency.
 
-Notation (DESIGN.md): k = draft tokens per step; c = the cost of one draft token relative to one target
+Notation (Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding"): k = draft tokens per step; c = the cost of one draft token relative to one target
 forward; verify_overhead = the extra cost of a verify pass relative to a plain decode step. Two acceptance
 rates, never one symbol for both:
 - alpha (α) = the per-position acceptance rate: P(draft token at depth d accepted | every earlier one was).
   Every `alpha` argument below is this rate; it is the α of E = (1 − α^(k+1)) / (1 − α).
 - the acceptance ratio = accepted / proposed draft tokens (vLLM's counter, `SpecOutput.acceptance_ratio`).
   For a chain, tokens per verify τ = 1 + k · ratio exactly (`tau_from_acceptance_ratio`); putting the ratio
-  into E(α, k) underestimates τ. `production_speedup` and `break_even_alpha` take / return the ratio.
+  into E(α, k) underestimates τ. `production_speedup` and `break_even_acceptance_ratio` take / return the ratio;
+  `chain_break_even_alpha` returns the per-position α.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
+
+from ..core.topology import tree_node_count
 
 
 def _check_alpha_k(alpha: float, k: int) -> None:
@@ -30,7 +33,7 @@ def _check_alpha_k(alpha: float, k: int) -> None:
 def expected_tokens_per_verify(alpha: float, k: int) -> float:
     """E = 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha); k + 1 at alpha = 1.
 
-    Tokens committed per target pass, counting the bonus/correction token (tau in DESIGN.md), when
+    Tokens committed per target pass, counting the bonus/correction token (τ), when
     each draft token is accepted with the same per-position rate alpha (given the earlier ones were).
     3.36 at alpha 0.8, k 4. alpha must be the per-position rate, not the acceptance ratio.
     """
@@ -73,7 +76,7 @@ def expected_speedup(alpha: float, k: int, c: float) -> float:
 
 
 def production_speedup(acceptance_ratio: float, k: int, verify_overhead: float) -> float:
-    """S = (1 + k * ratio) / (1 + verify_overhead): the course card's production form (the card writes α).
+    """S = (1 + k * ratio) / (1 + verify_overhead): the speedup from counters an engine exports.
 
     1 + k * ratio is exactly the tokens per step when ratio is the acceptance ratio (accepted / proposed,
     what an engine exports). Fed the per-position α instead, it is only an upper bound on E(α, k).
@@ -86,10 +89,10 @@ def production_speedup(acceptance_ratio: float, k: int, verify_overhead: float) 
     return (1 + k * acceptance_ratio) / (1 + verify_overhead)
 
 
-def break_even_alpha(verify_overhead: float, k: int) -> float:
-    """The card's "break-even α" of production_speedup, which is an acceptance ratio: 1 + k * ratio =
+def break_even_acceptance_ratio(verify_overhead: float, k: int) -> float:
+    """The acceptance ratio (accepted / proposed) at which production_speedup = 1: 1 + k * ratio =
     1 + verify_overhead -> verify_overhead / k. (The per-position α at break-even solves
-    E(α, k) = 1 + verify_overhead instead: see tree_spec.widgets.chain_break_even_alpha.)
+    E(α, k) = 1 + verify_overhead instead: `chain_break_even_alpha`.)
 
     verify_overhead grows with concurrency (compute saturates), so the break-even ratio rises too.
     """
@@ -98,15 +101,28 @@ def break_even_alpha(verify_overhead: float, k: int) -> float:
     return verify_overhead / k
 
 
-def tree_node_count(branching: Sequence[int]) -> int:
-    """Drafted nodes of a tree (root excluded): w1 + w1*w2 + ... ; [2, 2, 1, 1] -> 14, [3, 3, 2] -> 30."""
-    count, width = 0, 1
-    for w in branching:
-        if w < 1:
-            raise ValueError(f"every branching factor must be >= 1, got {list(branching)}")
-        width *= w
-        count += width
-    return count
+def break_even(speedup: Callable[[float], float]) -> float | None:
+    """The alpha in [0, 1] where a speedup that rises with alpha reaches 1 (bisection); None if it never does."""
+    if speedup(1.0) < 1:
+        return None
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if speedup(mid) < 1 else (lo, mid)
+    return (lo + hi) / 2
+
+
+def chain_break_even_alpha(k: int, c: float) -> float | None:
+    """The per-position alpha at which expected_speedup(alpha, k, c) = 1, i.e. E(alpha, k) = k * c + 1;
+    None if c >= 1. (In acceptance-ratio units the same point is c, from 1 + k * ratio = k * c + 1.)
+
+    E rises monotonically from 1 (alpha = 0) to k + 1 (alpha = 1), so bisection finds the root.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if c >= 1:
+        return None
+    return break_even(lambda alpha: expected_speedup(alpha, k, c))
 
 
 def tree_verify_tokens(branching: Sequence[int], batch: int = 1) -> int:
@@ -141,7 +157,7 @@ def tree_expected_tokens(branching: Sequence[int], hit_rate: float) -> float:
 
 @dataclass(frozen=True)
 class Roofline:
-    """A model on a GPU; defaults: the chapter's Qwen2.5-7B (bf16) on an H100.
+    """A model on a GPU; defaults: Qwen2.5-7B (bf16) on an H100 (3.35 TB/s, 989 dense bf16 TFLOP/s).
 
     kv_bytes_per_token = 28 layers * 2 (K, V) * 4 KV heads * 128 dims * 2 bytes = 57,344.
     """
@@ -188,7 +204,7 @@ def speedup_table(
 
     speedup = E * decode / (verify + k * draft_cost * decode), with E = expected_tokens_per_verify,
     decode = step time with 1 token per sequence, verify = step time with k + 1 tokens per sequence,
-    and each draft token costing draft_cost decode steps. The defaults reproduce the chapter's table:
+    and each draft token costing draft_cost decode steps. The defaults give:
     batch 1/4/16/64/128/256 -> decode 4.85/4.91/5.12/5.96/7.08/9.32 ms, verify 4.85/4.91/5.12/8.50/
     16.69/33.09 ms, speedup 2.80/2.80/2.80/2.07/1.31/0.90.
     """
@@ -233,69 +249,4 @@ def simulate_tail(alpha: float, k: int, c: float, n_tokens: int = 1000, seed: in
     )
 
 
-def _upper_gamma_regularized(a: float, x: float) -> float:
-    """Q(a, x) = Gamma(a, x) / Gamma(a): series for x < a + 1, Lentz continued fraction otherwise."""
-    if x <= 0:
-        return 1.0
-    log_prefactor = -x + a * math.log(x) - math.lgamma(a)
-    eps, tiny = 1e-15, 1e-300
-    if x < a + 1:  # P(a, x) = e^-x x^a / Gamma(a) * sum_n x^n / (a (a+1) ... (a+n))
-        term = total = 1 / a
-        n = a
-        while abs(term) > abs(total) * eps:
-            n += 1
-            term *= x / n
-            total += term
-        return max(0.0, 1 - total * math.exp(log_prefactor))
-    b = x + 1 - a  # Q(a, x) = e^-x x^a / Gamma(a) * 1 / (x + 1 - a - 1 (1 - a) / (x + 3 - a - ...))
-    c, d = 1 / tiny, 1 / b
-    h = d
-    for i in range(1, 10_000):
-        an = -i * (i - a)
-        b += 2
-        d = an * d + b
-        d = tiny if abs(d) < tiny else d
-        c = b + an / c
-        c = tiny if abs(c) < tiny else c
-        d = 1 / d
-        h *= d * c
-        if abs(d * c - 1) < eps:
-            break
-    return h * math.exp(log_prefactor)
 
-
-def chi_square_sf(statistic: float, dof: int) -> float:
-    """P(X >= statistic) for X ~ chi-square(dof) = Q(dof / 2, statistic / 2)."""
-    return _upper_gamma_regularized(dof / 2, statistic / 2)
-
-
-def chi_square(
-    observed: Sequence[float] | torch.Tensor, expected: Sequence[float] | torch.Tensor, min_expected: float = 5.0
-) -> tuple[float, float]:
-    """Pearson goodness-of-fit: observed counts [n] vs expected [n] -> (statistic, p_value).
-
-    `expected` may be counts or probabilities: it is rescaled to the observed total. Bins with
-    expected 0 are dropped (if any of them was observed, the fit is impossible: (inf, 0.0)). Bins
-    with expected < min_expected (the usual validity rule of thumb) are pooled into one bin, which
-    absorbs the smallest remaining bins until it reaches min_expected. dof = bins - 1.
-    """
-    obs = torch.as_tensor(observed, dtype=torch.float64, device="cpu").flatten()
-    exp = torch.as_tensor(expected, dtype=torch.float64, device="cpu").flatten()
-    if obs.shape != exp.shape or (exp < 0).any() or exp.sum() <= 0 or (obs < 0).any():
-        raise ValueError("observed and expected must have the same length, be >= 0, and expected must sum to > 0")
-    exp = exp * (obs.sum() / exp.sum())
-    if (obs[exp == 0] > 0).any():
-        return math.inf, 0.0
-    obs, exp = obs[exp > 0], exp[exp > 0]
-    exp, order = exp.sort()
-    obs = obs[order]
-    n_pooled = int((exp < min_expected).sum())
-    while 0 < n_pooled < len(exp) and exp[:n_pooled].sum() < min_expected:
-        n_pooled += 1
-    if n_pooled > 1:
-        obs = torch.cat((obs[:n_pooled].sum(0, keepdim=True), obs[n_pooled:]))
-        exp = torch.cat((exp[:n_pooled].sum(0, keepdim=True), exp[n_pooled:]))
-    if len(exp) < 2:
-        return 0.0, 1.0
-    statistic = float(((obs - exp) ** 2 / exp).sum())
-    return statistic, chi_square_sf(statistic, len(exp) - 1)

@@ -1,32 +1,32 @@
 """A measured timeline of one generation: when each target forward and each drafter call ran, and what it committed.
 
-For notebook 01's Gantt chart (`tree_spec.plots.draw_timeline`): plain decoding is one target forward per
+For a Gantt chart (`tree_spec.ui.plots.draw_timeline`): plain decoding is one target forward per
 token; a speculative step is k drafter calls followed by one verify forward that commits τ tokens.
 
     plain = record_plain(target, prompt_ids, 32)
     spec = record_speculative(target, drafter, prompt_ids, 32, k=4)
     draw_timeline(plain, spec)
 
-Times are this thread's CPU time (`time.thread_time()`) with one torch thread, so the time other processes run is
-not counted (they can still slow this thread through shared caches and memory bandwidth, so bars vary run to run);
+Times are `device_clock` with one torch thread: this thread's CPU time, so the time other processes run is not
+counted (they can still slow this thread through shared caches and memory bandwidth, so bars vary run to run);
 on CUDA, wall time after a synchronize. Time not covered by a bar is the loop's own
 Python bookkeeping.
 """
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from mini_llm import Transformer, generate
 
-from .chain import speculative_generate
-from .costs import one_thread
-from .drafters import Drafter, as_drafter
-from .output import SpecOutput
+from ..decoding.chain import speculative_generate
+from .clocks import one_thread
+from ..drafters.base import Drafter
+from ..drafters.model import as_drafter
+from ..core.output import SpecOutput
+from .trace import RecordingTrace, forward_spans
 
 
 @dataclass
@@ -83,40 +83,21 @@ def pooled(timelines: Sequence[Timeline], kind: str | None = None) -> tuple[floa
     return sum(s.ms for s in spans), len(spans)
 
 
-def _clock(device: torch.device) -> Callable[[], float]:
-    """ms now: thread CPU time on the CPU, wall time after a synchronize on CUDA."""
-    if device.type == "cuda":
-        return lambda: (torch.cuda.synchronize(device), 1000 * time.perf_counter())[1]
-    return lambda: 1000 * time.thread_time()
-
-
-@contextmanager
-def _timed(obj: object, method: str, kind: Callable[[], str], spans: list[Span], clock, t0: list[float]) -> Iterator[None]:
-    """Inside the block, every call of obj.method appends a Span (kind() names it); restored on exit."""
-    original = getattr(obj, method)
-
-    def timed(*args, **kwargs):
-        start = clock()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            spans.append(Span(kind(), start - t0[0], clock() - start))
-
-    setattr(obj, method, timed)
-    try:
-        yield
-    finally:
-        delattr(obj, method)  # back to the class's method
+def _spans(trace: RecordingTrace, kinds: dict[str, str], t0: float) -> list[Span]:
+    """The trace's spans of the kinds in `kinds` (renamed to its values), as Spans from t0, in start order."""
+    return [Span(kinds[s.kind], s.start_ms - t0, s.ms) for s in trace.spans if s.kind in kinds]
 
 
 def record_plain(target: Transformer, prompt_ids: Sequence[int], max_new_tokens: int) -> Timeline:
-    """Greedy `generate` with every target forward timed (the first is the prefill; each later one commits 1 token)."""
-    spans: list[Span] = []
-    clock, t0 = _clock(target.device), [0.0]
-    kind = lambda: "decode" if spans else "prefill"  # noqa: E731
-    with one_thread(), _timed(target, "forward", kind, spans, clock, t0):
-        t0[0] = clock()
+    """Greedy `generate` with every target forward timed through forward hooks (the first is the prefill; each
+    later one commits 1 token)."""
+    trace = RecordingTrace(target.device)
+    with one_thread(), forward_spans(target, trace):
+        t0 = trace.now_ms()
         tokens = generate(target, torch.tensor([list(prompt_ids)], device=target.device), max_new_tokens)[0].tolist()
+    spans = _spans(trace, {"forward": "decode"}, t0)
+    if spans:
+        spans[0].kind = "prefill"
     for span in spans[1:]:
         span.tokens = 1
     return Timeline("plain decoding", spans, tokens)
@@ -125,18 +106,14 @@ def record_plain(target: Transformer, prompt_ids: Sequence[int], max_new_tokens:
 def record_speculative(
     target: Transformer, drafter: Drafter | Transformer, prompt_ids: Sequence[int], max_new_tokens: int, k: int
 ) -> Timeline:
-    """Greedy `speculative_generate` with every target forward and every drafter call (`next_logits`) timed.
-
-    Each verify span carries the tokens that pass committed (accepted drafts + the target's token).
-    """
-    drafter = as_drafter(drafter)
-    spans: list[Span] = []
-    clock, t0 = _clock(target.device), [0.0]
-    target_kind = lambda: "verify" if any(s.kind == "prefill" for s in spans) else "prefill"  # noqa: E731
-    with one_thread(), _timed(target, "forward", target_kind, spans, clock, t0), \
-            _timed(drafter, "next_logits", lambda: "draft", spans, clock, t0):
-        t0[0] = clock()
-        out = speculative_generate(target, drafter, list(prompt_ids), max_new_tokens, k=k)
+    """Greedy `speculative_generate` with its trace recorded: the prefill, every drafter call ("draft_call" spans)
+    and every verify forward. Each verify span carries the tokens that pass committed (accepted drafts + the
+    target's token)."""
+    trace = RecordingTrace(target.device)
+    with one_thread():
+        t0 = trace.now_ms()
+        out = speculative_generate(target, as_drafter(drafter), list(prompt_ids), max_new_tokens, k=k, trace=trace)
+    spans = _spans(trace, {"prefill": "prefill", "draft_call": "draft", "verify": "verify"}, t0)
     verifies = [s for s in spans if s.kind == "verify"]
     if len(verifies) != len(out.accepted_per_call):
         raise RuntimeError(f"{len(verifies)} verify forwards timed, {len(out.accepted_per_call)} recorded")

@@ -1,6 +1,6 @@
 """Train a draft head on the target's own outputs (self-distillation), on CPU in minutes.
 
-    python -m tree_spec.train_heads --kind eagle|eagle3|medusa|mtp [--target tiny-qwen3]
+    python -m tree_spec.analysis.train_heads --kind eagle|eagle3|medusa|mtp [--target tiny-qwen3]
                                     [--out models/heads/<kind>] [--minutes 10 | --steps N]
 
 Data: token windows from the stdlib training split (`mini_llm.corpus`), each `--prompt-len` tokens of
@@ -28,9 +28,9 @@ from tqdm import tqdm  # the plain bar: disable=None turns it off where output i
 from mini_llm import Transformer, generate, load_model, load_tokenizer
 from mini_llm.load import MODELS_DIR, resolve_model_path
 
-from .chain import speculative_generate
-from .head_io import drafter_for, save_head
-from .heads import HEAD_KINDS, MedusaHeads, RecurrentHead, make_head
+from ..decoding.chain import speculative_generate
+from ..drafters.head_io import drafter_for, save_head
+from ..drafters.heads import HEAD_KINDS, MedusaHeads, RecurrentHead, make_head
 from .prompts import held_out_prompts, training_windows
 
 TTT_STEPS = {"eagle": 1, "eagle3": 3, "mtp": 2}  # unrolled draft steps in training, per kind
@@ -252,7 +252,7 @@ def write_card(folder: Path, log: dict) -> None:
 
 - Head: {log['kind']} ({log['head_params']:,} trainable parameters); the target's embedding, final norm and
   LM head are shared, not stored. Files: `head.safetensors`, `config.json`; load with
-  `tree_spec.head_io.load_head(folder, target)`.
+  `tree_spec.drafters.head_io.load_head(folder, target)`.
 - Data (self-distillation): {d['windows']} windows from the stdlib training split, each {d['prompt_len']} text
   tokens + {d['gen_len']} tokens generated greedily by the target; labels = the target's own next-token
   distributions. Built in {d['seconds']:.0f} s.
@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--device", default="cpu", help="where the target and the head run (cpu, cuda)")
     args = p.parse_args(argv)
     out = Path(args.out) if args.out else MODELS_DIR / "heads" / args.kind
-    command = "python -m tree_spec.train_heads " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m tree_spec.analysis.train_heads " + " ".join(argv if argv is not None else sys.argv[1:])
     log = train(args.kind, args.target, out, args.minutes, args.steps, args.windows, args.prompt_len, args.gen_len,
                 args.batch, args.lr, args.num_heads, args.eval_prompts, args.eval_tokens, args.seed, command,
                 args.device)

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .topology import depths, tree_mask
+from ..core.topology import depths, tree_mask
 
 ACCEPTED, REJECTED, ROOT = "#2da44e", "#d0d7de", "#0969da"
 
