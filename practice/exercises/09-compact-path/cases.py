@@ -1,6 +1,6 @@
 """Cache compaction on the real model: length, slot sources (exact), next-token logits (atol/rtol 1e-3).
 
-Mistakes modelled: no `start` offset, length off by one, truncate without moving.
+Mistakes modelled: no `start` offset, length off by one, truncate without moving, only batch row 0 moved.
 """
 from types import SimpleNamespace
 from typing import Any
@@ -9,6 +9,7 @@ import torch
 
 from mini_llm import KVCache
 from practice.judgekit.compare import describe, int_mismatch, tensor_mismatch, tokens_mismatch
+from practice.judgekit.gen import chain, depth_of, random_tree
 from practice.judgekit.spec import Case, Context, Mistake
 from tree_spec import positions, tree_mask
 
@@ -17,8 +18,20 @@ NEEDS_MODEL = True
 ATOL = RTOL = 1e-3
 PARENTS = [-1, 0, 0, 1, 1, 2]
 PREFIX = [17, 250, 31, 1042, 77, 9, 388]
+PREFIX2 = [640, 3, 1500, 22, 19, 803, 5]  # the second row of the batch case
 TREE = [415, 12, 96, 2048, 503, 64]
+DEEP_PARENTS = random_tree(14, 5, depth_bias=0.8)  # 14 nodes, 10 levels
+DEEP_TREE = [(97 * i + 13) % 4000 for i in range(14)]
 NEXT = 321
+
+
+def _deepest_path(parents: list[int]) -> list[int]:
+    depth = depth_of(parents)
+    node, path = depth.index(max(depth)), []
+    while node >= 0:
+        path.append(node)
+        node = parents[node]
+    return path[::-1]
 
 
 class NoCompactCache(KVCache):
@@ -27,36 +40,55 @@ class NoCompactCache(KVCache):
 
 
 def cases(ctx: Context) -> list[Case]:
-    return [Case(f"path {p}", {"path": p}, f"tree parents={PARENTS}, prefix of {len(PREFIX)} tokens")
-            for p in ([0, 2, 5], [0, 1, 4], [0, 1, 3], [0])]
+    chapter = {"parents": PARENTS, "tree": TREE, "batch": 1}
+    return [Case(f"path {p}", {**chapter, "path": p}, f"tree parents={PARENTS}, prefix of {len(PREFIX)} tokens")
+            for p in ([0, 2, 5], [0, 1, 4], [0, 1, 3], [0])] + [
+        Case("two batch rows, path [0, 2, 5]", {**chapter, "batch": 2, "path": [0, 2, 5]},
+             "a cache with 2 rows: every row keeps the path"),
+        Case("deep path", {"parents": DEEP_PARENTS, "tree": DEEP_TREE, "batch": 1, "path": _deepest_path(DEEP_PARENTS)},
+             f"path {_deepest_path(DEEP_PARENTS)} of the 14-node tree parents={DEEP_PARENTS}"),
+        Case("all 6 nodes of a chain", {"parents": chain(6), "tree": TREE, "batch": 1, "path": list(range(6))},
+             "nothing moves: the path is the whole tree"),
+    ]
+
+
+RULES = {
+    "move slot start + path[i] (the `start` offset)": ["path [0, 2, 5]", "path [0, 1, 4]"],
+    "to slot start + i, in path order": ["path [0, 2, 5]", "path [0, 1, 3]", "deep path"],
+    "cache.length = start + len(path)": ["path [0]", "path [0, 2, 5]", "all 6 nodes of a chain"],
+    "dims: slots are dim 3, every layer, batch row and head": ["two batch rows, path [0, 2, 5]"],
+    "the next token sees the kept K/V (logits atol/rtol 1e-3)": ["path [0, 2, 5]", "deep path"],
+    "in place, return None; cache.compact disabled": ["path [0, 2, 5]"],
+    "path is not modified (checked after every call)": ["path [0, 2, 5]"],
+}
 
 
 @torch.inference_mode()
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
-    """-> {length, sources: original slot held by each kept slot (-1: none), next_logits [V]} or str."""
+    """-> {length, sources: per batch row, the original slot held by each kept slot (-1: none), next_logits
+    [batch, V]} or str."""
     model = ctx.model()
     device = model.device
-    cache = NoCompactCache(model.cfg, 1, len(PREFIX) + len(TREE) + 2, dtype=model.dtype, device=device)
-    model(torch.tensor([PREFIX], device=device), cache=cache)
+    parents, tree, batch, path = (case.args[k] for k in ("parents", "tree", "batch", "path"))
+    cache = NoCompactCache(model.cfg, batch, len(PREFIX) + len(tree) + 2, dtype=model.dtype, device=device)
+    model(torch.tensor([PREFIX, PREFIX2][:batch], device=device), cache=cache)
     start = cache.length
-    model(torch.tensor([TREE], device=device), cache=cache, positions=positions(PARENTS, start, device),
-          mask=tree_mask(PARENTS, device))
+    model(torch.tensor([tree] * batch, device=device), cache=cache, positions=positions(parents, start, device),
+          mask=tree_mask(parents, device))
     before = cache.k.clone()
-    out = fns.keep_path(cache, start, list(case.args["path"]))
+    out = fns.keep_path(cache, start, list(path))
     if out is not None:
         return f"keep_path must modify the cache in place and return None, got {describe(out)}."
-    if not isinstance(cache.length, int):
-        return f"cache.length must be an int, got {describe(cache.length)}."
-    n = len(case.args["path"])
-    sources = []
-    for i in range(n):
-        slot = cache.k[:, :, :, start + i]
-        sources.append(next((s for s in range(start + len(TREE)) if torch.equal(before[:, :, :, s], slot)), -1))
+    if not cache.uniform or not isinstance(cache.lengths[0], int):
+        return f"cache.length must be one int for every row, got cache.lengths = {cache.lengths}."
+    n = len(path)
+    sources = [[next((s for s in range(start + len(tree)) if torch.equal(before[:, b, :, s], cache.k[:, b, :, start + i])), -1)
+                for i in range(n)] for b in range(batch)]
     length = cache.length
     if not 0 < length < cache.max_len:
         return f"cache.length = {length} is outside the cache; expected start + len(path) = {start + n}."
     pos = torch.tensor([start + n], device=device)
-    logits = model(torch.tensor([[NEXT]], device=device), cache=cache, positions=pos)[0, -1]
+    logits = model(torch.tensor([[NEXT]] * batch, device=device), cache=cache, positions=pos)[:, -1]
     return {"length": length, "sources": sources, "next_logits": logits.float().cpu(), "start": start}
 
 
@@ -67,11 +99,12 @@ def check(got: Any, expected: Any, case: Case) -> str | None:
     problem = int_mismatch(got["length"], expected["length"], "cache.length (should be start + len(path))")
     if problem:
         return problem
-    problem = tokens_mismatch(got["sources"], expected["sources"], "original slot held by each kept slot")
-    if problem:
-        i = next(i for i, (a, b) in enumerate(zip(got["sources"], expected["sources"])) if a != b)
-        return (f"{problem} Slot start + {i} = {start + i} must hold node {path[i]}'s K/V (slot {start + path[i]}), "
-                f"it holds slot {got['sources'][i]}.")
+    for b, (row, want) in enumerate(zip(got["sources"], expected["sources"])):
+        problem = tokens_mismatch(row, want, f"batch row {b}: original slot held by each kept slot")
+        if problem:
+            i = next(i for i, (x, y) in enumerate(zip(row, want)) if x != y)
+            return (f"{problem} Slot start + {i} = {start + i} must hold node {path[i]}'s K/V (slot {start + path[i]}), "
+                    f"it holds slot {row[i]}" + (" (every batch row must be moved)." if b else "."))
     return tensor_mismatch(got["next_logits"], expected["next_logits"], "next-token logits", ATOL, RTOL)
 
 
@@ -90,4 +123,13 @@ MISTAKES = [
             {"keep_path": lambda cache, start, path: _move(cache, start, path, start, -1)}),
     Mistake("the cache was truncated but the accepted nodes' K/V were not moved: slot start + i must receive "
             "slot start + path[i].", {"keep_path": lambda cache, start, path: setattr(cache, "length", start + len(path))}),
+    Mistake("only batch row 0 was moved: dim 1 is the batch, move the slots of every row (cache.k[:, :, :, ...]).",
+            {"keep_path": lambda cache, start, path: _move_row0(cache, start, path)}),
 ]
+
+
+def _move_row0(cache, start, path):
+    src = start + torch.tensor(path, device=cache.k.device)
+    cache.k[:, 0, :, start:start + len(path)] = cache.k[:, 0, :, src]
+    cache.v[:, 0, :, start:start + len(path)] = cache.v[:, 0, :, src]
+    cache.length = start + len(path)

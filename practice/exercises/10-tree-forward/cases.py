@@ -7,7 +7,10 @@ from typing import Any
 
 import torch
 
+from torch.nn.modules.module import register_module_forward_pre_hook
+
 from practice.judgekit.compare import tensor_mismatch
+from practice.judgekit.gen import tree_suite
 from practice.judgekit.spec import Case, Context, Mistake
 from tree_spec import depths, tree_mask
 
@@ -24,15 +27,38 @@ TREES = [
 ]
 
 
+LONG_PREFIX = [(37 * i + 11) % 4000 for i in range(150)]
+GENERATED = [(name, parents, [(53 * i + 7 * len(parents)) % 4000 for i in range(len(parents))])
+             for name, parents in tree_suite(seed=10) if len(parents) <= 31]
+RULES = {
+    "positions prefix_len + depth": ["chapter tree", "[2,2,1,1] tree", "wide star of 12"],
+    "the tree mask (ancestors only)": ["chapter tree", "[2,2,1,1] tree", "static [3, 3, 2] tree"],
+    "logits [n, V] float32 (atol/rtol 1e-3)": [name for name, _, _ in TREES],
+    "ONE forward over the tree (at most 2 in all)": [name for name, _, _ in TREES],
+    "a one-node tree, deep trees": ["single node", "deep chain of 9", "deep random tree of 20"],
+    "a cache sized for the inputs (no fixed buffer)": ["chapter tree after a 150-token prefix"],
+    "prefix, tokens and parents are not modified (checked after every call)": ["chain"],
+}
+
+
 def cases(ctx: Context) -> list[Case]:
-    return [Case(name, {"prefix": PREFIX, "tokens": t, "parents": p}, f"parents={p}") for name, p, t in TREES]
+    return [Case(name, {"prefix": PREFIX, "tokens": t, "parents": p}, f"parents={p}")
+            for name, p, t in TREES + GENERATED] + [
+        Case("chapter tree after a 150-token prefix", {"prefix": LONG_PREFIX, "tokens": TREES[1][2],
+                                                       "parents": TREES[1][1]}, "a long prefix")]
 
 
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
     """-> logits [n, V] on the CPU, or a str when more than MAX_FORWARDS forwards were used."""
     model = ctx.model()
-    calls = []  # counted at the token embedding, which every forward runs, however forward is called
-    hook = model.embed_tokens.register_forward_pre_hook(lambda module, args: calls.append(1))
+    embed = model.embed_tokens
+    calls = []  # counted at the token embedding, which every forward runs, by a global hook the learner never sees
+
+    def count(module: torch.nn.Module, args: Any) -> None:
+        if module is embed:
+            calls.append(1)
+
+    hook = register_module_forward_pre_hook(count)
     try:
         logits = fns.tree_logits(model, list(case.args["prefix"]), list(case.args["tokens"]), list(case.args["parents"]))
     finally:

@@ -1,6 +1,7 @@
 """Draft tree from a ModelDrafter on the real model: tokens, parents exact; one call per level.
 
 Mistakes modelled: parent = frontier position, children lowest-first, only the first frontier node expanded.
+Drafter calls are counted by a wrapper around `next_logits` whose count the learner's code cannot reach.
 """
 from types import SimpleNamespace
 from typing import Any
@@ -9,7 +10,7 @@ import torch
 
 from practice.judgekit.compare import describe, int_mismatch, tokens_mismatch
 from practice.judgekit.spec import Case, Context, Mistake
-from tree_spec import ModelDrafter
+from tree_spec import Drafter, ModelDrafter
 
 FUNCTIONS = ("build_tree",)
 NEEDS_MODEL = True
@@ -17,19 +18,46 @@ CONTEXT = [112, 9, 3020, 44, 871, 15, 266]
 ROOT = 530
 
 
+BRANCHINGS = ([2, 2, 1, 1], [3, 1], [1, 1, 1], [], [1, 1, 1, 1, 1, 1], [6], [2, 3, 2], [1, 4, 1, 2])
+RULES = {
+    "one drafter call per level": [f"branching {b}" for b in BRANCHINGS],
+    "every frontier node gets its top-w_l children": ["branching [2, 2, 1, 1]", "branching [2, 3, 2]"],
+    "children from the highest logit down": ["branching [3, 1]", "branching [6]"],
+    "a child's parent is the frontier node's id": ["branching [2, 2, 1, 1]", "branching [1, 4, 1, 2]"],
+    "new frontier = the nodes just added, in order": ["branching [2, 3, 2]", "branching [1, 4, 1, 2]"],
+    "an empty branching: the root alone, no call": ["branching []"],
+    "any number of levels": ["branching [1, 1, 1, 1, 1, 1]"],
+    "context and branching are not modified (checked after every call)": ["branching [2, 2, 1, 1]"],
+}
+
+
 def cases(ctx: Context) -> list[Case]:
     return [Case(f"branching {b}", {"branching": b}, f"context of {len(CONTEXT)} tokens, root {ROOT}")
-            for b in ([2, 2, 1, 1], [3, 1], [1, 1, 1])]
+            for b in BRANCHINGS]
+
+
+def counted(drafter: Drafter) -> list[int]:
+    """Count `drafter.next_logits` calls in a list only the judge holds (the learner may reset drafter.calls)."""
+    calls: list[int] = []
+    method = drafter.next_logits
+
+    def next_logits(*args: Any, **kwargs: Any) -> torch.Tensor:
+        calls.append(1)
+        return method(*args, **kwargs)
+
+    drafter.next_logits = next_logits
+    return calls
 
 
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
     """-> {tokens, parents, calls} or a str when the result is not (list, list)."""
     drafter = ModelDrafter(ctx.model())
     drafter.reset(64)
+    calls = counted(drafter)
     out = fns.build_tree(drafter, list(CONTEXT), ROOT, list(case.args["branching"]))
     if not (isinstance(out, tuple) and len(out) == 2):
         return f"build_tree must return (tokens, parents), got {describe(out)}."
-    return {"tokens": out[0], "parents": out[1], "calls": drafter.calls}
+    return {"tokens": out[0], "parents": out[1], "calls": len(calls)}
 
 
 def check(got: Any, expected: Any, case: Case) -> str | None:

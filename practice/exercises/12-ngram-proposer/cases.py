@@ -1,5 +1,7 @@
 """n-gram proposer, exact; mistakes: oldest match, continuation off by one, suffix matching itself, an
-occurrence not allowed to overlap the suffix, a fallback to a shorter n."""
+occurrence not allowed to overlap the suffix, a fallback to a shorter n, matching digits of a string instead of
+whole tokens, a fixed look-back window of 64 tokens."""
+import random
 from types import SimpleNamespace
 from typing import Any
 
@@ -8,6 +10,13 @@ from practice.judgekit.spec import Case, Context, Mistake
 
 FUNCTIONS = ("propose_ngram",)
 NEEDS_MODEL = False
+
+
+
+def _random_context(length: int, vocab: int, seed: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randrange(vocab) for _ in range(length)]
+
 
 SETUPS = [
     ("two earlier occurrences", [5, 6, 7, 1, 2, 5, 6, 9, 3, 4, 8, 5, 6], 2, 3),
@@ -18,7 +27,28 @@ SETUPS = [
     ("context too short", [3, 1], 2, 4),
     ("occurrence overlapping the suffix", [1, 2, 1, 2, 1, 2], 4, 3),
     ("no 2-gram match, a 1-gram match (no fallback)", [4, 9, 1, 4, 2, 9, 3, 4], 2, 3),
+    ("whole tokens: [2, 3] is not inside [12, 3]", [12, 3, 5, 7, 2, 3], 2, 2),
+    ("whole tokens: [1, 23] is not [12, 3]", [12, 3, 8, 9, 1, 23], 2, 3),
+    ("k = 0", [1, 2, 3, 1, 2], 2, 0),
+    ("n = len(context) - 1", [5, 6, 5, 6, 5], 4, 3),
+    ("the most recent match is 300 tokens back", [7, 8, 9] + [(i * 7) % 50 + 100 for i in range(300)] + [7, 8], 2, 4),
+    *((f"random context {i}", _random_context(length, vocab, 40 + i), n, k)
+      for i, (length, vocab, n, k) in enumerate([(30, 3, 2, 4), (60, 4, 3, 5), (200, 5, 3, 8), (1000, 3, 6, 10),
+                                                 (12, 2, 1, 3), (80, 6, 2, 2)])),
 ]
+RULES = {
+    "the most recent earlier occurrence (largest s)": ["two earlier occurrences", "overlapping occurrences"],
+    "the match is followed by a token (the suffix does not match itself)": ["overlapping occurrences", "unigram"],
+    "continuation context[s + n : s + n + k], fewer at the end": ["match near the end", "two earlier occurrences"],
+    "the occurrence may overlap the suffix": ["occurrence overlapping the suffix", "n = len(context) - 1"],
+    "no occurrence or len(context) <= n: []": ["no match", "context too short"],
+    "no fallback to a shorter n": ["no 2-gram match, a 1-gram match (no fallback)"],
+    "whole tokens are compared, not digits of a string": ["whole tokens: [2, 3] is not inside [12, 3]",
+                                                          "whole tokens: [1, 23] is not [12, 3]"],
+    "up to k (k = 0: [])": ["k = 0"],
+    "any context length (no fixed window)": ["the most recent match is 300 tokens back", "random context 3"],
+    "context is not modified (checked after every call)": ["two earlier occurrences"],
+}
 
 
 def cases(ctx: Context) -> list[Case]:
@@ -55,7 +85,23 @@ MISTAKES = [
             {"propose_ngram": lambda c, n, k: _lookup(c, n, k, lambda L, n: range(L - 2 * n, -1, -1))}),
     Mistake("without an n-gram match the proposal fell back to a shorter n; the rule has no fallback: "
             "no occurrence of the last n tokens means [].", {"propose_ngram": lambda c, n, k: _fallback(c, n, k)}),
+    Mistake("the match was found in a string of the tokens, so it matched parts of tokens (e.g. [2, 3] inside "
+            "[12, 3]); compare whole tokens: context[s:s + n] == suffix.",
+            {"propose_ngram": lambda c, n, k: _string_lookup(c, n, k)}),
+    Mistake("only the last 64 tokens were searched; an occurrence may be anywhere earlier in the context.",
+            {"propose_ngram": lambda c, n, k: _lookup(c, n, k, lambda L, n: range(L - n - 1, max(L - 65, -1), -1))}),
 ]
+
+
+def _string_lookup(context, n, k):
+    if len(context) <= n:
+        return []
+    text = " ".join(map(str, context))
+    at = text.rfind(" ".join(map(str, context[-n:])), 0, len(text) - len(" ".join(map(str, context[-n:]))))
+    if at < 0:
+        return []
+    start = text[:at].count(" ") + n
+    return context[start:start + k]
 
 
 def _fallback(context, n, k):

@@ -1,7 +1,8 @@
 """EAGLE-2 expand + rerank on a fixed random draft table: tokens and parents exact.
 
 Mistakes modelled: no frontier pruning, root counted in total_tokens, frontier by local log-prob,
-rerank by local log-prob, rerank ties broken by the higher node id. The tie case uses a draft whose every
+rerank by local log-prob, rerank ties broken by the higher node id, children of equal log-prob in torch.topk's
+order (not token-id order), the frontier expanded in node-id order. The tie case uses a draft whose every
 node has the same log-prob values in a different token order, so sums along two paths tie exactly.
 """
 from types import SimpleNamespace
@@ -40,19 +41,57 @@ def tied_logprobs(path: list[int]) -> torch.Tensor:
     return TIED[torch.randperm(V, generator=torch.Generator().manual_seed(seed))]
 
 
-DRAFTS = {"random": next_logprobs, "tied": tied_logprobs}
+SAME = torch.tensor([0.25, 0.25, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025]).log()
+
+
+def token_tied_logprobs(path: list[int]) -> torch.Tensor:
+    """A 'draft' whose rows hold equal log-probs at several tokens (two at 0.25, three at 0.1, ...), placed by
+    the path: the order among equal log-probs (lower token id first) decides the children and their order."""
+    seed = 7
+    for token in path:
+        seed = (seed * 1_000_003 + token + 1) % 2_147_483_647
+    return SAME[torch.randperm(V, generator=torch.Generator().manual_seed(seed))]
+
+
+DRAFTS = {"random": next_logprobs, "tied": tied_logprobs, "token ties": token_tied_logprobs}
+
+
+def _setting(root: int, depth: int, top_k: int, total: int, draft: str = "random") -> Case:
+    return Case(f"root={root}, depth={depth}, top_k={top_k}, total_tokens={total}" + (f", {draft} draft" if draft != "random" else ""),
+                {"root": root, "depth": depth, "top_k": top_k, "total_tokens": total, "draft": draft}, f"V = {V}")
 
 
 def cases(ctx: Context) -> list[Case]:
-    return [Case(f"depth={d}, top_k={k}, total_tokens={t}", {"depth": d, "top_k": k, "total_tokens": t, "draft": "random"},
-                 f"root {ROOT}, V = {V}") for d, k, t in SETUPS] + [
-        Case("tied scores: lower node id first", {"depth": 2, "top_k": 2, "total_tokens": 4, "draft": "tied"},
-             "nodes 4 and 5 have the same score; only one of them fits in total_tokens")]
+    return [_setting(ROOT, d, k, t) for d, k, t in SETUPS] + [
+        Case("tied scores: lower node id first",
+             {"root": ROOT, "depth": 2, "top_k": 2, "total_tokens": 4, "draft": "tied"},
+             "nodes 4 and 5 have the same score; only one of them fits in total_tokens"),
+        *(_setting(root, d, k, t) for root in (0, 7, 9) for d, k, t in ((3, 2, 8), (4, 3, 12))),
+        _setting(5, 6, 2, 12), _setting(1, 1, 4, 4), _setting(2, 5, 1, 5), _setting(6, 3, 3, 0),
+        *(_setting(root, d, k, t, "token ties") for root, d, k, t in ((0, 2, 3, 6), (4, 3, 2, 7), (8, 2, 4, 9))),
+    ]
+
+
+RULES = {
+    "score = cumulative log-prob along the path": ["root=3, depth=3, top_k=2, total_tokens=8",
+                                                   "root=3, depth=4, top_k=3, total_tokens=12"],
+    "each later step expands only the top_k nodes of the previous step": ["root=3, depth=4, top_k=3, total_tokens=12"],
+    "the frontier is expanded highest score first (node ids follow)": ["root=0, depth=4, top_k=3, total_tokens=12",
+                                                                       "root=5, depth=6, top_k=2, total_tokens=12"],
+    "children: the top_k tokens, most likely first, ties lower token id first": [
+        "root=0, depth=2, top_k=3, total_tokens=6, token ties draft", "root=4, depth=3, top_k=2, total_tokens=7, token ties draft"],
+    "rerank: total_tokens nodes besides the root, ties lower node id first": ["tied scores: lower node id first",
+                                                                              "root=5, depth=6, top_k=2, total_tokens=12"],
+    "output re-indexed in node-id order": ["root=3, depth=5, top_k=2, total_tokens=10"],
+    "edge sizes: one step, a chain (top_k = 1), total_tokens = 0": ["root=1, depth=1, top_k=4, total_tokens=4",
+                                                                    "root=2, depth=5, top_k=1, total_tokens=5",
+                                                                    "root=6, depth=3, top_k=3, total_tokens=0"],
+}
 
 
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
     args = dict(case.args)
-    out = fns.eagle2_tree(ROOT, DRAFTS[args.pop("draft")], **args)
+    out = fns.eagle2_tree(args.pop("root"), DRAFTS[args.pop("draft")], **args)
     if not (isinstance(out, tuple) and len(out) == 2):
         return f"eagle2_tree must return (tokens, parents), got {describe(out)}."
     return out
@@ -68,14 +107,20 @@ def _variant(**mistake):
     return lambda root, fn, depth, top_k, total_tokens: _eagle2(root, fn, depth, top_k, total_tokens, **mistake)
 
 
+def _top(logprobs: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The top_k (values, token ids), most likely first, equal values in token-id order."""
+    values, ids = torch.sort(logprobs, descending=True, stable=True)
+    return values[:top_k], ids[:top_k]
+
+
 def _eagle2(root, fn, depth, top_k, total_tokens, prune=True, keep_delta=0, frontier_key="score", rank_key="score",
-            ties_high_id=False):
+            ties_high_id=False, top=_top, frontier_by_id=False):
     tokens, parents, score, local, paths = [root], [-1], [0.0], [0.0], [[root]]
     frontier = [0]
     for _ in range(depth):
         created = []
         for node in frontier:
-            values, ids = torch.topk(fn(paths[node]), top_k)
+            values, ids = top(fn(paths[node]), top_k)
             for lp, tok in zip(values.tolist(), ids.tolist()):
                 created.append(len(tokens))
                 tokens.append(tok)
@@ -85,7 +130,11 @@ def _eagle2(root, fn, depth, top_k, total_tokens, prune=True, keep_delta=0, fron
                 paths.append(paths[node] + [tok])
         key = score if frontier_key == "score" else local
         frontier = sorted(created, key=lambda i: -key[i])[:top_k] if prune else created
+        if frontier_by_id:
+            frontier = sorted(frontier)
     key = score if rank_key == "score" else local
+    if total_tokens + keep_delta < 0:  # the root counted in total_tokens = 0: not even the root is kept
+        return [], []
     kept = set(sorted(range(1, len(tokens)), key=lambda i: (-key[i], -i if ties_high_id else i))[:total_tokens + keep_delta])
     for i in list(kept):  # close the set under parents so the mistake still yields a tree
         while parents[i] > 0:
@@ -107,4 +156,9 @@ MISTAKES = [
             {"eagle2_tree": _variant(rank_key="local")}),
     Mistake("a rerank tie went to the higher node id; of nodes with equal scores keep the LOWER node id first "
             "(sort by (-score, node id)).", {"eagle2_tree": _variant(ties_high_id=True)}),
+    Mistake("children with equal log-probs must come in token-id order (lower token id first); torch.topk does not "
+            "promise any order among equal values: sort with torch.sort(logprobs, descending=True, stable=True).",
+            {"eagle2_tree": _variant(top=lambda lp, k: torch.topk(lp, k))}),
+    Mistake("the frontier was expanded in node-id order; expand it highest cumulative score first (the new nodes' "
+            "ids follow that order).", {"eagle2_tree": _variant(frontier_by_id=True)}),
 ]

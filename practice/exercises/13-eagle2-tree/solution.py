@@ -11,8 +11,8 @@ def eagle2_tree(root: int, next_logprobs: Callable[[list[int]], torch.Tensor], d
     for _ in range(depth):
         created = []
         for node in frontier:
-            values, ids = torch.topk(next_logprobs(paths[node]), top_k)
-            for logprob, token in zip(values.tolist(), ids.tolist()):
+            values, ids = torch.sort(next_logprobs(paths[node]), descending=True, stable=True)
+            for logprob, token in zip(values[:top_k].tolist(), ids[:top_k].tolist()):
                 created.append(len(tokens))
                 tokens.append(token)
                 parents.append(node)

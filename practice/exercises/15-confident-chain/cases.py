@@ -1,7 +1,8 @@
 """Confidence-stopped chain from a ModelDrafter on the real model: tokens, parents exact; one call per draft.
 
 Mistakes modelled: the threshold applied to each draft's own probability (not the path product), the draft
-that crosses theta dropped instead of kept, raw logits compared with theta (no softmax).
+that crosses theta dropped instead of kept, raw logits compared with theta (no softmax), q <= theta instead of
+q < theta. Drafter calls are counted by a wrapper around `next_logits` whose count the learner cannot reach.
 """
 from types import SimpleNamespace
 from typing import Any
@@ -10,6 +11,7 @@ import torch
 
 from practice.judgekit.compare import describe, int_mismatch, tokens_mismatch
 from practice.judgekit.spec import Case, Context, Mistake
+from practice.judgekit.gen import depth_of
 from tree_spec import ModelDrafter
 
 FUNCTIONS = ("confident_chain",)
@@ -21,24 +23,86 @@ CONTEXTS = {
                  2854, 59, 17, 3307, 262, 1031], 8),
     "main": ([800, 526, 374, 314, 567, 1646, 798, 2995], 260),
 }
-SETTINGS = [(6, 0.3), (8, 0.5), (4, 0.0), (8, 0.1)]
+SETTINGS = [(6, 0.3), (8, 0.5), (4, 0.0), (8, 0.1), (6, 0.7)]  # theta 0.7: the first draft (p ~ 0.52, 0.61) crosses
+# exact-drafter settings (k, theta): its every draft has probability exactly 0.5, so q = 0.5 ** i exactly
+EXACT_SETTINGS = [(6, 0.25), (4, 0.5), (5, 0.6), (0, 0.3), (7, 0.0)]
+
+
+class HalfDrafter:
+    """A table drafter (the Drafter interface, duck-typed) whose rows give exactly probability 0.5 to two tokens
+    (chosen by the node's depth) and 0 to the others, so path probabilities are exact powers of 1/2 and
+    `q == theta` can be graded exactly."""
+
+    VOCAB = 16
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @property
+    def vocab_size(self) -> int:
+        return self.VOCAB
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def reset(self, max_len: int) -> None:
+        """Nothing to reset: the table has no state."""
+
+    def next_logits(self, context, tokens, parents, frontier) -> torch.Tensor:
+        self.calls += 1
+        rows = torch.full((len(frontier), self.VOCAB), float("-inf"))
+        for row, node in enumerate(frontier):
+            depth = depth_of(list(parents))[node]
+            rows[row, (5 * depth + 3) % self.VOCAB] = rows[row, (5 * depth + 11) % self.VOCAB] = 0.0
+        return rows
+
+
+RULES = {
+    "q = the PRODUCT of the drafts' probabilities (softmax, temperature 1)": ["listdir context, k=6, theta=0.3",
+                                                                            "main context, k=8, theta=0.1"],
+    "stop once q < theta (strict: q == theta continues)": ["exact draft, k=6, theta=0.25", "exact draft, k=4, theta=0.5"],
+    "the draft that crosses theta is kept": ["listdir context, k=6, theta=0.7", "exact draft, k=5, theta=0.6"],
+    "at most k drafts": ["listdir context, k=4, theta=0.0", "exact draft, k=7, theta=0.0"],
+    "k = 0: the root alone, no call": ["exact draft, k=0, theta=0.3"],
+    "one drafter call per draft": ["listdir context, k=6, theta=0.3", "exact draft, k=7, theta=0.0"],
+    "context is not modified (checked after every call)": ["listdir context, k=6, theta=0.3"],
+}
 
 
 def cases(ctx: Context) -> list[Case]:
     return [Case(f"{name} context, k={k}, theta={theta}", {"context": name, "k": k, "theta": theta},
                  f"context of {len(CONTEXTS[name][0])} tokens, root {CONTEXTS[name][1]}")
-            for name in CONTEXTS for k, theta in SETTINGS]
+            for name in CONTEXTS for k, theta in SETTINGS] + [
+        Case(f"exact draft, k={k}, theta={theta}", {"context": "exact", "k": k, "theta": theta},
+             "every draft has probability exactly 0.5") for k, theta in EXACT_SETTINGS]
+
+
+def counted(drafter: Any) -> list[int]:
+    """Count `drafter.next_logits` calls in a list only the judge holds (the learner may reset drafter.calls)."""
+    calls: list[int] = []
+    method = drafter.next_logits
+
+    def next_logits(*args: Any, **kwargs: Any) -> torch.Tensor:
+        calls.append(1)
+        return method(*args, **kwargs)
+
+    drafter.next_logits = next_logits
+    return calls
 
 
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
     """-> {tokens, parents, calls} or a str when the result is not (list, list)."""
-    drafter = ModelDrafter(ctx.model())
+    if case.args["context"] == "exact":
+        drafter, (context, root) = HalfDrafter(), (CONTEXTS["main"][0], 7)
+    else:
+        drafter, (context, root) = ModelDrafter(ctx.model()), CONTEXTS[case.args["context"]]
     drafter.reset(64)
-    context, root = CONTEXTS[case.args["context"]]
+    calls = counted(drafter)
     out = fns.confident_chain(drafter, list(context), root, case.args["k"], case.args["theta"])
     if not (isinstance(out, tuple) and len(out) == 2):
         return f"confident_chain must return (tokens, parents), got {describe(out)}."
-    return {"tokens": out[0], "parents": out[1], "calls": drafter.calls}
+    return {"tokens": out[0], "parents": out[1], "calls": len(calls)}
 
 
 def check(got: Any, expected: Any, case: Case) -> str | None:
@@ -51,18 +115,18 @@ def check(got: Any, expected: Any, case: Case) -> str | None:
     return int_mismatch(got["calls"], expected["calls"], "drafter calls (one per draft)")
 
 
-def _chain(drafter, context, root, k, theta, score, keep_crossing=True):
+def _chain(drafter, context, root, k, theta, score, keep_crossing=True, below=lambda q, theta: q < theta):
     tokens, parents, q = [root], [-1], 1.0
     for _ in range(k):
         with torch.inference_mode():
             logits = drafter.next_logits(context, tokens, parents, [len(tokens) - 1])[0].float()
         token = int(logits.argmax())
         q = score(q, logits, token)
-        if q < theta and not keep_crossing:
+        if below(q, theta) and not keep_crossing:
             break
         parents.append(len(tokens) - 1)
         tokens.append(token)
-        if q < theta:
+        if below(q, theta):
             break
     return tokens, parents
 
@@ -80,4 +144,6 @@ MISTAKES = [
             {"confident_chain": lambda d, c, r, k, t: _chain(d, c, r, k, t, _path, keep_crossing=False)}),
     Mistake("compare probabilities (softmax of the logits) with theta, not raw logits.",
             {"confident_chain": lambda d, c, r, k, t: _chain(d, c, r, k, t, lambda q, lg, tok: q * float(lg[tok]))}),
+    Mistake("the chain stopped at q == theta; stop only once q < theta (strictly below).",
+            {"confident_chain": lambda d, c, r, k, t: _chain(d, c, r, k, t, _path, below=lambda q, theta: q <= theta)}),
 ]

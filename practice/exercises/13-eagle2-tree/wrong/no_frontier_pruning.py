@@ -7,8 +7,8 @@ def eagle2_tree(root, next_logprobs, depth, top_k, total_tokens):
     for _ in range(depth):
         new = []
         for node in frontier:
-            values, ids = torch.topk(next_logprobs(paths[node]), top_k)
-            for lp, tok in zip(values.tolist(), ids.tolist()):
+            values, ids = torch.sort(next_logprobs(paths[node]), descending=True, stable=True)
+            for lp, tok in zip(values[:top_k].tolist(), ids[:top_k].tolist()):
                 new.append(len(tokens))
                 tokens.append(tok)
                 parents.append(node)

@@ -7,8 +7,8 @@ def eagle2_tree(root, next_logprobs, depth, top_k, total_tokens):
     for _ in range(depth):
         created = []
         for node in frontier:
-            values, ids = torch.topk(next_logprobs(paths[node]), top_k)
-            for logprob, token in zip(values.tolist(), ids.tolist()):
+            values, ids = torch.sort(next_logprobs(paths[node]), descending=True, stable=True)
+            for logprob, token in zip(values[:top_k].tolist(), ids[:top_k].tolist()):
                 created.append(len(tokens))
                 tokens.append(token)
                 parents.append(node)
