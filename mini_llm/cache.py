@@ -97,15 +97,16 @@ class KVCache:
         Does not advance the lengths: the model does that once after the last layer.
         """
         start, end = self.reserve(k.shape[2])
+        keys, values = self.k[layer], self.v[layer]  # [B, n_kv, max_len, D] views
         with self._writable():
             if self.uniform:
-                self.k[layer, :, :, start:end] = k
-                self.v[layer, :, :, start:end] = v
+                keys[:, :, start:end] = k
+                values[:, :, start:end] = v
             else:  # row b writes at its own offset: copy the [B * n_kv * T] vectors to their flat slots
                 index = self._row_slots(k.shape[2], k.device)
-                self.k[layer].view(-1, k.shape[3]).index_copy_(0, index, k.reshape(-1, k.shape[3]))
-                self.v[layer].view(-1, v.shape[3]).index_copy_(0, index, v.reshape(-1, v.shape[3]))
-        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+                keys.view(-1, k.shape[3]).index_copy_(0, index, k.reshape(-1, k.shape[3]))
+                values.view(-1, v.shape[3]).index_copy_(0, index, v.reshape(-1, v.shape[3]))
+        return keys[:, :, :end], values[:, :, :end]
 
     def _row_slots(self, n_new: int, device: torch.device) -> torch.Tensor:
         """Flat indices into k[layer].view(-1, head_dim) of slot lengths[b] + t of row b, head h, ordered
