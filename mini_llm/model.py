@@ -1,8 +1,9 @@
 """A Qwen3 decoder in one file, with one forward path for prefill, decode, chain and tree verification.
 
-Parameter names equal Hugging Face Qwen3's after stripping the `model.` prefix, so loading a checkpoint
+State-dict names equal Hugging Face Qwen3's after stripping the `model.` prefix, so loading a checkpoint
 is a shape-checked copy with no renaming. Projections that read the same input are stored fused (q/k/v,
-gate/up: one matmul each); `state_dict` and `load_state_dict` still use the checkpoint's separate names.
+gate/up: one matmul each, see `FusedLinear`); `state_dict` and `load_state_dict` use the checkpoint's
+separate names all the same.
 """
 from __future__ import annotations
 
@@ -105,12 +106,15 @@ def checkpoint_names(module: nn.Module) -> None:
     loading concatenates the parts (a checkpoint, a saved head, an older state dict load unchanged)."""
 
     def split_fused(module: nn.Module, state: dict, prefix: str, local_metadata: dict) -> None:
-        for name, child in module.named_children():
-            if isinstance(child, FusedLinear):
-                for suffix in ("weight", "bias"):
-                    if f"{prefix}{name}.{suffix}" in state:
-                        for part, tensor in child.split(state.pop(f"{prefix}{name}.{suffix}")).items():
-                            state[f"{prefix}{part}.{suffix}"] = tensor
+        children = dict(module.named_children())
+        for key in [k for k in state if k.startswith(prefix)]:  # re-inserted in order: q, k, v, o, ...
+            value = state.pop(key)
+            name, _, suffix = key.removeprefix(prefix).partition(".")
+            if isinstance(children.get(name), FusedLinear):
+                for part, tensor in children[name].split(value).items():
+                    state[f"{prefix}{part}.{suffix}"] = tensor
+            else:
+                state[key] = value
 
     def join_parts(module: nn.Module, state: dict, prefix: str, *args) -> None:
         for name, child in module.named_children():
@@ -157,11 +161,12 @@ class Attention(nn.Module):
         (S = cache slots read), the additive mask `sdpa_mask` made of it (the model makes it once per
         forward, not once per layer), or None for full attention -> [B, T, C]."""
         B, T, _ = x.shape
-        qk, v = self.qkv_proj(x).view(B, T, -1, self.head_dim).split((self.n_heads + self.n_kv, self.n_kv), dim=2)
+        qkv = self.qkv_proj(x).view(B, T, self.n_heads + 2 * self.n_kv, self.head_dim)
+        qk, v = qkv.split((self.n_heads + self.n_kv, self.n_kv), dim=2)
         # QK-norm and RoPE treat every query and key head alike, only the norm weights differ (the eps is
         # shared): normalize and rotate all n_heads + n_kv heads in one go, the values of q and k apart.
-        weight = torch.cat((self.q_norm.weight.expand(self.n_heads, -1), self.k_norm.weight.expand(self.n_kv, -1)))
-        qk = apply_rope(weight * self.q_norm.normalize(qk), cos, sin)
+        norm_weight = torch.cat((self.q_norm.weight.expand(self.n_heads, -1), self.k_norm.weight.expand(self.n_kv, -1)))
+        qk = apply_rope(norm_weight * self.q_norm.normalize(qk), cos, sin)
         q, k = qk.split((self.n_heads, self.n_kv), dim=2)
         k, v = k.transpose(1, 2), v.transpose(1, 2)
         if cache is not None:
@@ -268,8 +273,8 @@ class Transformer(nn.Module):
 
         ids [B, T]; positions [T] or [B, T], each below max_position_embeddings (default: row b's cache
         length + arange(T)); mask [T, T] or per row [B, T, T] bool among the new tokens (True = may attend;
-        each row's cached prefix is always visible; default causal). Row b's new K/V go to its cache slots [lengths[b], lengths[b] + T) and
-        every row's length advances by T.
+        each row's cached prefix is always visible; default causal). Row b's new K/V go to its cache slots
+        [lengths[b], lengths[b] + T) and every row's length advances by T.
         Returns logits [B, T, V]; with return_hidden, (logits, hidden [B, T, C]) where hidden is the
         final-norm input; with hidden_layers too, (logits, hidden, [output of each listed layer]).
         """

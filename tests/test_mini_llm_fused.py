@@ -6,7 +6,7 @@ import torch
 from safetensors.torch import load_file
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from mini_llm import Transformer, fake_quant_int, quantized_copy
+from mini_llm import Config, Transformer, fake_quant_int, quantized_copy
 from mini_llm.model import DecoderLayer
 
 SEPARATE = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj")
@@ -46,6 +46,22 @@ def test_load_state_dict_takes_separate_or_fused_names(tiny_checkpoint):
     assert torch.equal(layer.self_attn.qkv_proj.weight, expected)
     with pytest.raises(RuntimeError, match="qkv_proj"):
         layer.load_state_dict({k: v for k, v in old.items() if k != "self_attn.v_proj.weight"})
+
+
+def test_biases_split_and_join_in_checkpoint_order():
+    cfg = Config(vocab_size=50, hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=8, attention_bias=True)
+    torch.manual_seed(0)
+    with torch.device("cpu"):
+        model, fresh = Transformer(cfg), Transformer(cfg)
+    state = model.state_dict()
+    attn = [k.removeprefix("layers.0.self_attn.") for k in state if k.startswith("layers.0.self_attn.")]
+    assert attn == ["q_proj.weight", "k_proj.weight", "v_proj.weight", "q_proj.bias", "k_proj.bias", "v_proj.bias",
+                    "o_proj.weight", "o_proj.bias", "q_norm.weight", "k_norm.weight"]
+    assert state["layers.0.self_attn.k_proj.bias"].shape == (16,)
+    fresh.load_state_dict(state)
+    assert torch.equal(fresh.layers[0].self_attn.qkv_proj.bias, model.layers[0].self_attn.qkv_proj.bias)
+    assert torch.equal(fresh.layers[0].self_attn.v_proj.bias, state["layers.0.self_attn.v_proj.bias"])
 
 
 @pytest.mark.parametrize("granularity", ["group", "channel", "tensor"])
