@@ -68,6 +68,65 @@ POINTED = {
     ("14-roofline", "kv_once.py"): ["scale with the batch"],
     ("15-confident-chain", "own_probability.py"): ["PRODUCT"],
     ("15-confident-chain", "drops_crossing.py"): ["still part of the chain"],
+    ("01-tree-mask", "depth_limited.py"): ["more than 4 levels up"],
+    ("01-tree-mask", "mutates_parents.py"): ["modified the caller's `parents`", "list(parents)"],
+    ("02-depths-positions", "depth_table.py"): ["stop growing at 4"],
+    ("02-depths-positions", "mutates_parents.py"): ["modified the caller's `parents`"],
+    ("03-accept-path", "four_steps.py"): ["after 4 accepted nodes"],
+    ("03-accept-path", "mutates_logits.py"): ["modified the caller's `target_logits`", "target_logits.clone()"],
+    ("04-tree-size", "default_batch.py"): ["default to 1"],
+    ("04-tree-size", "first_level_start.py"): ["Case 7 of 12 ('[] at batch 1') raised", "cases 1-6 passed", "IndexError"],
+    ("04-tree-size", "mutates_branching.py"): ["modified the caller's `branching`"],
+    ("05-residual", "float32_cast.py"): ["dtype", "float64"],
+    ("05-residual", "mutates_target.py"): ["modified the caller's `target_probs`"],
+    ("06-chain-rejection", "accept_when_greater.py"): ["deterministically", "min(1, target / draft)"],
+    ("06-chain-rejection", "global_rng.py"): ["same `generator` seed", "reseeded differently"],
+    ("06-chain-rejection", "python_random.py"): ["same `generator` seed", "Python's `random`"],
+    ("06-chain-rejection", "own_generator.py"): ["same `generator` seed", "draw every random number from `generator`"],
+    ("06-chain-rejection", "loop_variable_bonus.py"): ["Case 3 of 4 ('no drafts (k = 0)') raised", "UnboundLocalError"],
+    ("06-chain-rejection", "mutates_target.py"): ["modified the caller's `target_probs`"],
+    ("07-tree-rejection", "residual_original_q.py"): ["ORIGINAL draft_probs[node]", "current q"],
+    ("07-tree-rejection", "global_rng.py"): ["same `generator` seed", "reseeded differently"],
+    ("07-tree-rejection", "two_levels.py"): ["accepted lengths of the chain"],
+    ("08-speedup-math", "near_one.py"): ["close to 1", "alpha == 1 exactly"],
+    ("09-compact-path", "first_row_only.py"): ["only batch row 0"],
+    ("09-compact-path", "mutates_path.py"): ["modified the caller's `path`"],
+    ("10-tree-forward", "fixed_cache.py"): ["Case 10 of 10 ('chapter tree after a 150-token prefix') raised",
+                                            "KV cache overflow"],
+    ("10-tree-forward", "mutates_prefix.py"): ["modified the caller's `prefix`"],
+    ("11-draft-tree", "pops_branching.py"): ["modified the caller's `branching`"],
+    ("11-draft-tree", "root_call_first.py"): ["drafter calls (one per level): got 1, expected 0"],
+    ("12-ngram-proposer", "string_match.py"): ["whole tokens"],
+    ("12-ngram-proposer", "window_64.py"): ["last 64 tokens"],
+    ("12-ngram-proposer", "reverses_context.py"): ["modified the caller's `context`"],
+    ("13-eagle2-tree", "frontier_by_id.py"): ["node-id order", "highest cumulative score first"],
+    ("13-eagle2-tree", "topk_tie_order.py"): ["token-id order", "stable=True"],
+    ("13-eagle2-tree", "rerank_tail_slice.py"): ["expected [-1]"],
+    ("14-roofline", "two_bytes_per_param.py"): ["2 bytes per parameter", "weight_bytes"],
+    ("14-roofline", "mutates_hw.py"): ["modified the caller's `hw`", "dict(hw)"],
+    ("15-confident-chain", "stops_at_theta.py"): ["q == theta", "strictly below"],
+    ("15-confident-chain", "extends_context.py"): ["modified the caller's `context`"],
+}
+
+# per exercise, the wrong files that show (mutated input, edge case, boundary or reproducibility) failing with a
+# pointed message (POINTED). None: 08 and 13 take only numbers, strings and a function, nothing to mutate
+# (test_exercises_without_a_mutation_variant_take_nothing_mutable); 01, 02, 09-11 and 14 state no boundary.
+VARIANTS = {
+    "01-tree-mask": ("mutates_parents.py", "depth_limited.py", None),
+    "02-depths-positions": ("mutates_parents.py", "depth_table.py", None),
+    "03-accept-path": ("mutates_logits.py", "four_steps.py", "last_duplicate.py"),
+    "04-tree-size": ("mutates_branching.py", "first_level_start.py", "default_batch.py"),
+    "05-residual": ("mutates_target.py", "float32_cast.py", "nan_on_degenerate.py"),
+    "06-chain-rejection": ("mutates_target.py", "loop_variable_bonus.py", "global_rng.py"),
+    "07-tree-rejection": ("mutates_draft.py", "two_levels.py", "global_rng.py"),
+    "08-speedup-math": (None, "near_one.py", "alpha_one_crash.py"),
+    "09-compact-path": ("mutates_path.py", "first_row_only.py", None),
+    "10-tree-forward": ("mutates_prefix.py", "fixed_cache.py", None),
+    "11-draft-tree": ("pops_branching.py", "root_call_first.py", None),
+    "12-ngram-proposer": ("reverses_context.py", "window_64.py", "string_match.py"),
+    "13-eagle2-tree": (None, "rerank_tail_slice.py", "topk_tie_order.py"),
+    "14-roofline": ("mutates_hw.py", "two_bytes_per_param.py", None),
+    "15-confident-chain": ("extends_context.py", "drops_crossing.py", "stops_at_theta.py"),
 }
 
 
@@ -125,6 +184,30 @@ def test_every_wrong_file_has_a_pointed_message_test():
     assert files == set(POINTED)
 
 
+def test_every_exercise_has_mutation_edge_and_boundary_variants():
+    assert set(VARIANTS) == {ex.name for ex in EXERCISES}
+    for name, (mutated, edge, boundary) in VARIANTS.items():
+        for wrong in filter(None, (mutated, edge, boundary)):
+            assert (name, wrong) in POINTED, f"{name}/wrong/{wrong}"
+        assert edge is not None
+        if mutated:
+            assert any("modified the caller's" in word for word in POINTED[name, mutated]), name
+    for ex in EXERCISES:
+        for path in ex.wrong_files():
+            first = (path.read_text().splitlines() or [""])[0]
+            assert re.fullmatch(r'""".{10,}"""', first), f"{path}: open with a one-line docstring naming the mistake"
+
+
+def test_exercises_without_a_mutation_variant_take_nothing_mutable():
+    from practice.judgekit.grading import cases_module
+    from practice.judgekit.spec import Context
+
+    for name in (n for n, (mutated, _, _) in VARIANTS.items() if mutated is None):
+        cases = cases_module(next(ex for ex in EXERCISES if ex.name == name))
+        for case in cases.cases(Context("cpu", REPO / "models" / "tiny-qwen3")):
+            assert all(isinstance(v, (int, float, str)) for v in case.args.values()), (name, case.name)
+
+
 def test_test_reports_reference_device_and_passes_a_solution(env):
     code, out = judge(*env["opts"], "test", "10", str(PRACTICE / "exercises/10-tree-forward/solution.py"))
     assert code == 0, out
@@ -153,6 +236,27 @@ def test_exception_verdict_shows_only_the_learners_frames(env):
     assert "IndexError: list index out of range" in out
     assert 'boom.py", line 2, in helper' in out and 'boom.py", line 6, in tree_size' in out
     assert "judgekit" not in out and "cases.py" not in out
+
+
+def test_an_exception_in_case_i_of_n_says_which_case_and_what_passed_before(env):
+    source = ("def expected_tokens(alpha, k):\n    if alpha == 0:\n        raise ValueError('no')\n"
+              "    return float(k + 1) if alpha == 1 else (1 - alpha ** (k + 1)) / (1 - alpha)\n\n\n"
+              "def speedup(alpha, k, c):\n    return expected_tokens(alpha, k) / (k * c + 1)\n\n\n"
+              "def break_even_alpha(verify_overhead, k):\n    return verify_overhead / k\n")
+    code, out = judge(*env["opts"], "test", "8", str(learner_file(env, "raises.py", source)))
+    total = len(cases_of("08-speedup-math"))
+    assert code == 1, out
+    assert f"Case 3 of {total} ('expected_tokens(alpha=0.0, k=3)') raised an exception; cases 1-2 passed:" in out
+    assert f"ERROR  (case 3 of {total} raised an exception; cases 1-2 passed)" in out
+    assert "STOP expected_tokens(alpha=0.0, k=3)" in out and f"({total - 3} more case(s) not run)" in out
+    assert "did not run through" not in out and "2/2 cases passed" not in out
+
+
+def cases_of(name: str) -> list:
+    from practice.judgekit.grading import cases_module
+    from practice.judgekit.spec import Context
+
+    return cases_module(next(ex for ex in EXERCISES if ex.name == name)).cases(Context("cpu", REPO / "models"))
 
 
 def test_infinite_loop_is_stopped_by_the_timeout(env):

@@ -73,7 +73,9 @@ def test_perturbation_reaches_the_float_exercises(noisy):
     original = references.load_data(PRACTICE / "references", "10-tree-forward")["expected"]
     changed = references.load_data(root / "references", "10-tree-forward")["expected"]
     diff = max(float((changed[k] - original[k]).abs().max()) for k in original)
-    assert 0 < diff < 1e-3, diff
+    # inside exercise 10's tolerance everywhere (atol 1e-3 + rtol 1e-3 x |logit|): the noise moves, never fails
+    inside = all(bool(((changed[k] - original[k]).abs() <= 1e-3 + 1e-3 * original[k].abs()).all()) for k in original)
+    assert diff > 0 and inside, diff
 
 
 def test_correct_cpu_outputs_pass_and_wrong_files_fail_against_gpu_noisy_references(noisy):

@@ -6,6 +6,7 @@ References and the model are private copies (see test_judge.py), never the shipp
 import contextlib
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -207,11 +208,11 @@ def test_a_mistake_is_named_only_when_it_explains_every_failing_case(env, tmp_pa
                                "    return (expected_tokens(alpha, k) - 1) / (k * c + 1)\n")
     code, out = judge(*env["opts"], "test", "8", str(learner_file(tmp_path, speedup_only)))
     assert code == 1 and "Likely mistake" not in out, out
-    assert "Failing cases:\n  speedup:\n    speedup(alpha=0.8" in out, out
+    assert "Failing cases (the first 3 of 7):\n  speedup:\n    speedup(alpha=0.8" in out, out
     both = solution + "\n\n_right = expected_tokens\n\n\ndef expected_tokens(alpha, k):\n    return _right(alpha, k) - 1\n"
     code, out = judge(*env["opts"], "test", "8", str(learner_file(tmp_path, both, "both.py")))
     assert code == 1 and "Likely mistake: the target's own token" in out, out
-    assert "Failing cases (the first 3 of 6):\n  expected_tokens:" in out, out
+    assert re.search(r"Failing cases \(the first 3 of \d+\):\n  expected_tokens:", out), out
 
 
 def test_outputs_travel_without_pickle():

@@ -48,7 +48,7 @@ def draw_mismatch(got: Any, expected: dict[str, bool], fn: str) -> str | None:
     if got == expected:
         return None
     if not got.get("same seed, global RNGs reseeded: same draws", False):
-        return (f"{fn} drew different tokens from the same `generator` seed once the global RNGs were reseeded: "
-                f"{HOW}.")
+        return (f"{fn} drew different tokens in two runs with the same `generator` seed (torch's global RNG, "
+                f"Python's `random` and NumPy reseeded differently between them): {HOW}.")
     return (f"{fn} drew the same tokens whatever the `generator`'s seed, so its random numbers do not come from "
             f"`generator`: {HOW}.")

@@ -1,3 +1,4 @@
+"""A plain causal (lower-triangular) mask: every node sees all earlier nodes."""
 import torch
 
 

@@ -1,3 +1,4 @@
+"""Returns an integer mask instead of torch.bool."""
 import torch
 
 

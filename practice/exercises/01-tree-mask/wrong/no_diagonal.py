@@ -1,3 +1,4 @@
+"""Marks the ancestors but not the node itself (no diagonal)."""
 import torch
 
 

@@ -1,3 +1,4 @@
+"""Positions follow the node's index in the list, not its depth."""
 import torch
 
 

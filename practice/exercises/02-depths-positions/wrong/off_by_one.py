@@ -1,3 +1,4 @@
+"""Puts the root at prefix_len + 1 instead of prefix_len."""
 import torch
 
 

@@ -1,3 +1,4 @@
+"""Of two children with the same accepted token, takes the last one."""
 import torch
 
 

@@ -1,3 +1,4 @@
+"""Checks a child against its own row of target_logits instead of its parent's."""
 import torch
 
 

@@ -1,3 +1,4 @@
+"""Returns the accepted tokens instead of node ids."""
 import torch
 
 

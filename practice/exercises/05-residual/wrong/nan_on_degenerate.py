@@ -1,3 +1,4 @@
+"""Divides by a zero mass on rows where target == draft (NaN)."""
 import torch
 
 

@@ -1,3 +1,4 @@
+"""Returns max(0, target - draft) without renormalizing it."""
 import torch
 
 

@@ -1,3 +1,4 @@
+"""Takes max(0, draft - target): target and draft swapped."""
 import torch
 
 

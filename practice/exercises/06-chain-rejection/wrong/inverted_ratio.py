@@ -1,3 +1,4 @@
+"""Accepts with probability min(1, draft / target), the ratio inverted."""
 import torch
 
 

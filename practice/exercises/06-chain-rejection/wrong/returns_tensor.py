@@ -1,3 +1,4 @@
+"""Returns tensors instead of two ints."""
 import torch
 
 

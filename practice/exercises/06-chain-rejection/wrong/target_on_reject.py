@@ -1,3 +1,4 @@
+"""Samples the replacement from the target row instead of the residual."""
 import torch
 
 

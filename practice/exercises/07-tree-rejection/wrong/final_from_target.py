@@ -1,3 +1,4 @@
+"""After every child is rejected, samples from target_probs[node] instead of the final p."""
 import torch
 
 

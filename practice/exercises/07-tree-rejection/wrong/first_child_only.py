@@ -1,3 +1,4 @@
+"""Tries only the first child (lossless, but not recursive rejection)."""
 import torch
 
 

@@ -1,3 +1,4 @@
+"""Zeroes rejected tokens in a view of the caller's draft_probs."""
 import torch
 
 

@@ -1,3 +1,4 @@
+"""Keeps q unchanged after a rejection (the rejected token not removed)."""
 import torch
 
 

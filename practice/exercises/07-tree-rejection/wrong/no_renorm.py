@@ -1,3 +1,4 @@
+"""Leaves the residual unnormalized before the next sibling is tried."""
 import torch
 
 

@@ -1,3 +1,4 @@
+"""Tests every sibling against the original p and q."""
 import torch
 
 

@@ -1,3 +1,4 @@
+"""Uses the closed form at alpha = 1 (division by zero)."""
 def expected_tokens(alpha, k):
     return (1 - alpha ** (k + 1)) / (1 - alpha)
 

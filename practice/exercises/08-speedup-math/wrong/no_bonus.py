@@ -1,3 +1,4 @@
+"""Leaves out the target's own token: E = alpha + ... + alpha^k."""
 def expected_tokens(alpha, k):
     if alpha == 1:
         return float(k)

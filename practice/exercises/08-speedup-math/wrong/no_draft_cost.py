@@ -1,3 +1,4 @@
+"""Ignores the drafting cost: speedup = E."""
 def expected_tokens(alpha, k):
     if alpha == 1:
         return float(k + 1)

@@ -1,3 +1,4 @@
+"""Sets cache.length one short of start + len(path)."""
 from mini_llm import KVCache
 
 

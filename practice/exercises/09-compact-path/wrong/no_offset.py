@@ -1,3 +1,4 @@
+"""Moves slot path[i] instead of start + path[i]."""
 import torch
 
 from mini_llm import KVCache

@@ -1,3 +1,4 @@
+"""Runs model.forward once per node instead of one tree forward."""
 import torch
 
 

@@ -1,3 +1,4 @@
+"""Gives the nodes sequence positions (prefix_len + index)."""
 import torch
 
 from tree_spec import tree_mask

@@ -1,3 +1,4 @@
+"""Runs the tree without its mask (causal attention)."""
 import torch
 
 from tree_spec import positions

@@ -1,3 +1,4 @@
+"""Runs one forward per node's path instead of one tree forward."""
 import torch
 
 

@@ -1,3 +1,4 @@
+"""Orders each node's children from the lowest logit up."""
 def build_tree(drafter, context, root, branching):
     tokens, parents, frontier = [root], [-1], [0]
     for width in branching:

@@ -1,3 +1,4 @@
+"""Uses the frontier position as the parent instead of the node id."""
 def build_tree(drafter, context, root, branching):
     tokens, parents, frontier = [root], [-1], [0]
     for width in branching:

@@ -1,3 +1,4 @@
+"""Requires the occurrence to end before the suffix starts."""
 def propose_ngram(context: list[int], n: int, k: int) -> list[int]:
     if len(context) <= n:
         return []

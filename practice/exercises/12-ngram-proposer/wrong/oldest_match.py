@@ -1,3 +1,4 @@
+"""Continues the oldest occurrence instead of the most recent one."""
 def propose_ngram(context: list[int], n: int, k: int) -> list[int]:
     suffix = context[-n:]
     for s in range(len(context) - n):

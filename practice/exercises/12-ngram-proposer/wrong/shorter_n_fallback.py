@@ -1,3 +1,4 @@
+"""Falls back to a shorter n when the n-gram has no match."""
 def propose_ngram(context: list[int], n: int, k: int) -> list[int]:
     for m in range(n, 0, -1):  # try n, then n - 1, ... down to unigrams
         if len(context) <= m:

@@ -1,3 +1,4 @@
+"""Expands every node created in a step instead of the top_k by score."""
 import torch
 
 

@@ -1,3 +1,4 @@
+"""Counts the root in total_tokens."""
 import torch
 
 

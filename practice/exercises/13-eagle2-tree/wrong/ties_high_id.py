@@ -1,3 +1,4 @@
+"""Breaks rerank ties toward the higher node id."""
 import torch
 
 

@@ -1,3 +1,4 @@
+"""Drops the draft that takes q below theta instead of keeping it."""
 import torch
 
 

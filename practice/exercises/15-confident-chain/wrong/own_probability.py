@@ -1,3 +1,4 @@
+"""Compares each draft's own probability with theta, not the path product."""
 import torch
 
 
