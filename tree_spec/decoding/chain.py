@@ -15,13 +15,9 @@ from .loop import speculate
 
 @torch.inference_mode()
 def speculative_generate(
-    target: Transformer,
-    drafter: Proposer | Transformer,
-    prompt_ids: Sequence[int] | torch.Tensor,
-    max_new_tokens: int,
+    target: Transformer, drafter: Proposer | Transformer, prompt_ids: Sequence[int] | torch.Tensor, max_new_tokens: int,
     k: int = 4,
-    sampling: SamplingParams = GREEDY,
-    eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
+    sampling: SamplingParams = GREEDY, eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
     min_path_prob: float = 0.0,
     trace: Trace = NO_TRACE,
 ) -> SpecOutput:

@@ -15,15 +15,9 @@ from .loop import speculate
 
 @torch.inference_mode()
 def dynamic_tree_speculative_generate(
-    target: Transformer,
-    drafter: Proposer | Transformer,
-    prompt_ids: Sequence[int] | torch.Tensor,
-    max_new_tokens: int,
-    depth: int = 5,
-    width: int = 4,
-    total_tokens: int = 24,
-    sampling: SamplingParams = GREEDY,
-    eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
+    target: Transformer, drafter: Proposer | Transformer, prompt_ids: Sequence[int] | torch.Tensor, max_new_tokens: int,
+    depth: int = 5, width: int = 4, total_tokens: int = 24,
+    sampling: SamplingParams = GREEDY, eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
     trace: Trace = NO_TRACE,
 ) -> SpecOutput:
     """Tree speculative decoding with EAGLE-2 dynamic trees (any drafter; EAGLE heads in the paper): `depth`

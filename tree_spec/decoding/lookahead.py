@@ -15,12 +15,8 @@ from .loop import speculate
 
 @torch.inference_mode()
 def lookahead_generate(
-    target: Transformer,
-    prompt_ids: Sequence[int] | torch.Tensor,
-    max_new_tokens: int,
-    window: int = 3,
-    ngram: int = 3,
-    candidates: int = 2,
+    target: Transformer, prompt_ids: Sequence[int] | torch.Tensor, max_new_tokens: int,
+    window: int = 3, ngram: int = 3, candidates: int = 2,
     eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
     drafter: Proposer | None = None,
     trace: Trace = NO_TRACE,

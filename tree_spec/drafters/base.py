@@ -29,19 +29,11 @@ class Drafter(ABC):
     """
 
     feature_layers: tuple[int, ...] | None = None
+    vocab_size: int  # the vocabulary its logits cover (must equal the target's); set by every subclass
+    device: torch.device  # where its logits live; set by every subclass
 
     def __init__(self) -> None:
         self.calls = 0
-
-    @property
-    @abstractmethod
-    def vocab_size(self) -> int:
-        """Size of the vocabulary its logits cover (must equal the target's)."""
-
-    @property
-    @abstractmethod
-    def device(self) -> torch.device:
-        """Where its logits live."""
 
     @abstractmethod
     def reset(self, max_len: int) -> None:

@@ -23,21 +23,13 @@ class BatchModelDrafter:
     """
 
     def __init__(self, model: Transformer) -> None:
-        self.model = model
+        self.model, self.vocab_size, self.device = model, model.cfg.vocab_size, model.device
         self.calls = 0
         self.cache = None
         self.seqs: list[list[int]] = []  # per row: the tokens whose K/V are in self.cache
 
     def __repr__(self) -> str:
         return f"BatchModelDrafter({self.model.num_parameters():,} parameters)"
-
-    @property
-    def vocab_size(self) -> int:
-        return self.model.cfg.vocab_size
-
-    @property
-    def device(self) -> torch.device:
-        return self.model.device
 
     def start(self, batch_size: int, max_len: int) -> None:
         self.cache = self.model.new_cache(batch_size=batch_size, max_len=max_len)

@@ -32,6 +32,7 @@ class _FeatureDrafter(Drafter):
     def __init__(self, target: Transformer, head: torch.nn.Module, draft_vocab: torch.Tensor | None = None) -> None:
         super().__init__()
         self.target, self.head = target, head.to(target.device).eval()
+        self.vocab_size, self.device = target.cfg.vocab_size, target.device
         self.seen = 0
         self.draft_vocab: torch.Tensor | None = None
         self._vocab_weight: torch.Tensor | None = None
@@ -63,14 +64,6 @@ class _FeatureDrafter(Drafter):
         small = F.linear(self.target.norm(hidden), self._vocab_weight)  # [n, N]
         full = small.new_full((*small.shape[:-1], self.vocab_size), float("-inf"))
         return full.index_copy_(-1, self.draft_vocab, small)
-
-    @property
-    def vocab_size(self) -> int:
-        return self.target.cfg.vocab_size
-
-    @property
-    def device(self) -> torch.device:
-        return self.target.device
 
     def _check_aligned(self, context: Sequence[int]) -> None:
         if self.seen != len(context):

@@ -39,20 +39,12 @@ class LookaheadDrafter:
         if window < 1 or ngram < 2 or candidates < 0 or pool_per_key < 1:
             raise ValueError(f"need window >= 1, ngram >= 2, candidates >= 0, pool_per_key >= 1; got "
                              f"{window}, {ngram}, {candidates}, {pool_per_key}")
-        self._vocab_size, self._device = vocab_size, torch.device(device)
+        self.vocab_size, self.device = vocab_size, torch.device(device)
         self.window, self.ngram, self.candidates, self.pool_per_key = window, ngram, candidates, pool_per_key
         self.reset(0)
 
     def __repr__(self) -> str:
         return f"LookaheadDrafter(window {self.window}, {self.ngram}-grams, {self.candidates} candidates)"
-
-    @property
-    def vocab_size(self) -> int:
-        return self._vocab_size
-
-    @property
-    def device(self) -> torch.device:
-        return self._device
 
     def reset(self, max_len: int) -> None:
         self.guesses: list[int] = []  # Jacobi guesses for the tokens after the next root

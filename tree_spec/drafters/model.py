@@ -24,20 +24,12 @@ class ModelDrafter(Drafter):
 
     def __init__(self, model: Transformer) -> None:
         super().__init__()
-        self.model = model
+        self.model, self.vocab_size, self.device = model, model.cfg.vocab_size, model.device
         self.cache: KVCache | None = None
         self.seq: list[int] = []  # the tokens whose K/V are in self.cache
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model.num_parameters():,} parameters)"
-
-    @property
-    def vocab_size(self) -> int:
-        return self.model.cfg.vocab_size
-
-    @property
-    def device(self) -> torch.device:
-        return self.model.device
 
     def reset(self, max_len: int) -> None:
         if self.cache is None or self.cache.max_len < max_len:

@@ -46,20 +46,11 @@ class NGramDrafter(Drafter):
         super().__init__()
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
-        self._vocab_size = vocab_size
+        self.vocab_size, self.device = vocab_size, torch.device(device)
         self.max_ngram, self.min_ngram, self.window = max_ngram, min_ngram, window
-        self._device = torch.device(device)
 
     def __repr__(self) -> str:
         return f"NGramDrafter(ngram {self.min_ngram}..{self.max_ngram})"
-
-    @property
-    def vocab_size(self) -> int:
-        return self._vocab_size
-
-    @property
-    def device(self) -> torch.device:
-        return self._device
 
     def reset(self, max_len: int) -> None:
         pass
@@ -69,7 +60,7 @@ class NGramDrafter(Drafter):
     ) -> torch.Tensor:
         self.calls += 1
         recent = list(context[-self.window:])
-        logits = torch.zeros(len(frontier), self._vocab_size, device="cpu")  # filled on the CPU, moved once
+        logits = torch.zeros(len(frontier), self.vocab_size, device="cpu")  # filled on the CPU, moved once
         for row, node in enumerate(frontier):
             path = []
             while node >= 0:
@@ -81,4 +72,4 @@ class NGramDrafter(Drafter):
                 logits[row] = self.FLOOR
             for rank, (token, count) in enumerate(counts.most_common()):
                 logits[row, token] = math.log(count) - 1e-3 * rank
-        return logits.to(self._device)
+        return logits.to(self.device)

@@ -62,13 +62,9 @@ class FixedShapeChain(FixedShapeLoop):
 
 
 def fixed_shape_speculative_generate(
-    target: Transformer,
-    drafter: Proposer | Transformer,
-    prompt_ids: Sequence[int] | torch.Tensor,
-    max_new_tokens: int,
+    target: Transformer, drafter: Proposer | Transformer, prompt_ids: Sequence[int] | torch.Tensor, max_new_tokens: int,
     k: int = 4,
-    sampling: SamplingParams = GREEDY,
-    eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
+    sampling: SamplingParams = GREEDY, eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
     graphs: bool | None = None,
 ) -> SpecOutput:
     """`speculative_generate`'s chain in fixed shapes, one request through a fresh `FixedShapeChain` sized for it

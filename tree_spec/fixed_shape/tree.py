@@ -138,13 +138,8 @@ class FixedShapeDynamicTree(FixedShapeLoop):
 
 
 def fixed_shape_dynamic_tree_generate(
-    target: Transformer,
-    drafter: Proposer,
-    prompt_ids: Sequence[int] | torch.Tensor,
-    max_new_tokens: int,
-    depth: int = 5,
-    width: int = 4,
-    total_tokens: int = 24,
+    target: Transformer, drafter: Proposer, prompt_ids: Sequence[int] | torch.Tensor, max_new_tokens: int,
+    depth: int = 5, width: int = 4, total_tokens: int = 24,
     eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
     graphs: bool | None = None,
 ) -> SpecOutput:
