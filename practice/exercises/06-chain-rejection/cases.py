@@ -37,9 +37,9 @@ def cases(ctx: Context) -> list[Case]:
              f"k = {K}, V = {V}, {TRIALS} steps, chi-square p >= 0.001"),
         Case("perfect draft", {"kind": "perfect", "seed": 1, "trials": 300},
              "draft == target: every draft must be accepted"),
-        Case("no drafts (k = 0)", {"kind": "empty", "seed": 2, "trials": 1000},
+        Case("no drafts (k = 0)", {"kind": "empty", "seed": 2, "trials": 500},
              "draft_probs [0, V], target_probs [1, V]: the bonus token from target_probs[0]"),
-        Case("reproducible draws", {"kind": "repro", "seed": 3, "trials": 200},
+        Case("reproducible draws", {"kind": "repro", "seed": 3, "trials": 100},
              "same generator seed -> same draws, whatever the global RNGs; another seed -> other draws"),
     ]
 

@@ -55,9 +55,9 @@ def cases(ctx: Context) -> list[Case]:
              "draft == target: a full-depth path must be accepted"),
         Case("root without children", {"kind": "root", "seed": 2, "trials": 500},
              "parents = [-1]: the next token from target_probs[0]"),
-        Case("chain of 6", {"kind": "chain", "seed": 3, "trials": 1500},
-             "V = 2, 1500 chains of 5 drafts: 6-token sequences and accepted lengths"),
-        Case("reproducible draws", {"kind": "repro", "seed": 4, "trials": 60},
+        Case("chain of 6", {"kind": "chain", "seed": 3, "trials": 800},
+             "V = 2, 800 chains of 5 drafts: 6-token sequences and accepted lengths"),
+        Case("reproducible draws", {"kind": "repro", "seed": 4, "trials": 40},
              "same generator seed -> same draws, whatever the global RNGs; another seed -> other draws"),
     ]
 
