@@ -10,6 +10,12 @@ cases.py defines:
                                         failing output that matches one gets that mistake's message
     expected(case, ctx) -> output       optional: the exact answer (statistical exercises), used as the
                                         reference instead of the solution's output
+    RULES: dict[str, list[str]]         each README rule -> the names of the cases that fail when it is
+                                        broken (tests/test_judge_rules.py checks the names)
+
+The functions handed to call() check their arguments after every call (judgekit.guard): a learner function
+that changes one fails that case with a message naming the argument. Generated inputs come from
+judgekit.gen, reproducibility runs from judgekit.repro; both files are hashed with cases.py.
 """
 from __future__ import annotations
 
