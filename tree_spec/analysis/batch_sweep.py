@@ -37,10 +37,12 @@ class BatchPoint:
 
     @property
     def plain_tps(self) -> float:
+        """Plain `generate_batch` tokens per second over all rows, prefill included."""
         return self.plain_tokens / self.plain_seconds
 
     @property
     def spec_tps(self) -> float:
+        """Batched speculative tokens per second over all rows, prefill and drafting included."""
         return self.spec_tokens / self.spec_seconds
 
     @property
