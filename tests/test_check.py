@@ -37,3 +37,22 @@ def test_floats_against_bar(capsys):
     assert not compare("nan", torch.tensor([float("nan")], device="cpu"), torch.tensor([0.0], device="cpu"), bar=1.0)
     lines = [line for line in capsys.readouterr().out.splitlines()]
     assert all(line.startswith("check: ") for line in lines)
+
+
+def test_verdict_is_said_in_words(capsys):
+    """One verdict per line: identical, close (max |Δ|, bar) or MISMATCH; never yes/no columns."""
+    a = torch.tensor([0.25, 0.75], dtype=torch.float64, device="cpu")
+    assert compare("tokens", [5, 7, 9], [5, 7, 9])
+    assert compare("same floats", a, a.clone(), bar=1e-6)
+    assert compare("near floats", a, a + 1e-7, bar=1e-6)
+    assert not compare("far floats", a, a + 1e-2, bar=1e-6)
+    assert not compare("no bar", a, a + 1e-7)
+    assert compare("one value", 0.5, 0.5)
+    tokens, same, near, far, no_bar, one = capsys.readouterr().out.splitlines()
+    assert tokens.endswith("identical (3 items)") and same.endswith("identical (2 items)")
+    assert near.endswith("close (max |Δ| 1.0e-07, bar 1.0e-06)")
+    assert "MISMATCH (max |Δ| 1.0e-02, over the bar 1.0e-06)" in far
+    assert "MISMATCH" in no_bar and "exact equality" in no_bar
+    assert one.endswith("identical")
+    for line in (tokens, same, near, far, no_bar, one):
+        assert " yes" not in line and " no " not in line.replace("no bar", "") and "exact no" not in line

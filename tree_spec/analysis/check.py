@@ -1,18 +1,25 @@
-"""One comparison helper for the notebooks: one aligned ``check:`` line per comparison.
+"""One comparison helper for the notebooks: one aligned ``check:`` line per comparison, its verdict in words.
 
-Modelled on makemore's ``cmp``: the line gives the name, whether the two values are exactly equal, whether they
-are close (max |Δ| <= bar), the max |Δ| and the bar. Token sequences and integer / boolean tensors (tokens,
-masks) are compared exactly; on a mismatch the first differing index is printed (nanochat's habit).
+Modelled on makemore's ``cmp``. The line names what is compared and says ``identical`` (exactly equal),
+``close (max |Δ| …, bar …)`` (floats within the bar) or ``MISMATCH …`` (and why). Token sequences and
+integer / boolean tensors (tokens, masks) are compared exactly; on a mismatch the first differing index is
+printed (nanochat's habit).
 
     >>> compare("tokens", [5, 7, 9], [5, 7, 9])
-    check: tokens                               exact  3 items identical
+    check: tokens                               identical (3 items)
     True
     >>> compare("tokens", [5, 7, 9], [5, 8, 9])
     check: tokens                               MISMATCH at index 1: ours 7, theirs 8 (3 vs 3 items)
     False
     >>> compare("probs", torch.tensor([0.25, 0.75]), torch.tensor([0.25, 0.75 + 1e-7]), bar=1e-6)
-    check: probs                                exact no   close yes  max |Δ| 1.2e-07  bar 1.0e-06
+    check: probs                                close (max |Δ| 1.2e-07, bar 1.0e-06)
     True
+    >>> compare("probs", torch.tensor([0.25, 0.75]), torch.tensor([0.25, 0.75]), bar=1e-6)
+    check: probs                                identical (2 items)
+    True
+    >>> compare("probs", torch.tensor([0.25, 0.75]), torch.tensor([0.25, 0.76]), bar=1e-6)
+    check: probs                                MISMATCH (max |Δ| 1.0e-02, over the bar 1.0e-06)
+    False
 """
 from __future__ import annotations
 
@@ -55,7 +62,12 @@ def _compare_exact(ours: object, theirs: object) -> tuple[bool, str]:
     if len(ours_list) != len(theirs_list):
         return False, (f"MISMATCH at index {min(len(ours_list), len(theirs_list))}: lengths "
                        f"{len(ours_list)} vs {len(theirs_list)} (the shorter is a prefix of the longer)")
-    return True, f"exact  {len(ours_list)} items identical"
+    return True, _identical(len(ours_list))
+
+
+def _identical(items: int) -> str:
+    """'identical' with the item count (none for a single value)."""
+    return "identical" if items == 1 else f"identical ({items} items)"
 
 
 def compare(name: str, ours: object, theirs: object, bar: float | None = None) -> bool:
@@ -68,7 +80,8 @@ def compare(name: str, ours: object, theirs: object, bar: float | None = None) -
         bar: largest max |Δ| accepted for floats; ``None`` means exact equality is required. Ignored for
             exact kinds (tokens and masks are never compared with a tolerance).
     Returns:
-        True when exactly equal (exact kinds) or max |Δ| <= bar (floats).
+        True when exactly equal (exact kinds) or max |Δ| <= bar (floats). The printed verdict: ``identical``,
+        ``close (max |Δ| …, bar …)`` (floats, not equal, within the bar) or ``MISMATCH …``.
     """
     label = f"check: {name:<{NAME_WIDTH}}"
     if _is_exact_kind(ours) and _is_exact_kind(theirs):
@@ -80,11 +93,15 @@ def compare(name: str, ours: object, theirs: object, bar: float | None = None) -
     if ours_t.shape != theirs_t.shape:
         print(f"{label} MISMATCH: shape {tuple(ours_t.shape)} vs {tuple(theirs_t.shape)}")
         return False
-    exact = torch.equal(ours_t, theirs_t)
+    if torch.equal(ours_t, theirs_t):
+        print(f"{label} {_identical(ours_t.numel())}")
+        return True
     max_diff = (ours_t - theirs_t).abs().max().item() if ours_t.numel() else 0.0
-    allowed = 0.0 if bar is None else bar
-    close = max_diff <= allowed
-    bar_text = "exact" if bar is None else f"{bar:.1e}"
-    print(f"{label} exact {'yes' if exact else 'no ':<3}  close {'yes' if close else 'no ':<3}  "
-          f"max |Δ| {max_diff:.1e}  bar {bar_text}")
+    close = bar is not None and max_diff <= bar  # False for NaN
+    if close:
+        print(f"{label} close (max |Δ| {max_diff:.1e}, bar {bar:.1e})")
+    elif bar is None:
+        print(f"{label} MISMATCH (max |Δ| {max_diff:.1e}; no bar given, so exact equality was required)")
+    else:
+        print(f"{label} MISMATCH (max |Δ| {max_diff:.1e}, over the bar {bar:.1e})")
     return close
