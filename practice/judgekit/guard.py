@@ -98,3 +98,17 @@ def guarded(fn: Callable[..., Any], name: str, log: list[str]) -> Callable[..., 
         return out
 
     return call
+
+
+def count_calls(obj: Any, method: str) -> list[int]:
+    """Count calls of `obj.<method>` in a list only the judge holds (the learner may reset a drafter's own `calls`):
+    the method is replaced on this instance by a wrapper that appends 1 per call."""
+    calls: list[int] = []
+    original = getattr(obj, method)
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    setattr(obj, method, counting)
+    return calls

@@ -8,9 +8,10 @@ from typing import Any
 
 import torch
 
+from practice.judgekit.guard import count_calls
 from practice.judgekit.compare import describe, int_mismatch, tokens_mismatch
 from practice.judgekit.spec import Case, Context, Mistake
-from tree_spec import Drafter, ModelDrafter
+from tree_spec import ModelDrafter
 
 FUNCTIONS = ("build_tree",)
 NEEDS_MODEL = True
@@ -36,24 +37,11 @@ def cases(ctx: Context) -> list[Case]:
             for b in BRANCHINGS]
 
 
-def counted(drafter: Drafter) -> list[int]:
-    """Count `drafter.next_logits` calls in a list only the judge holds (the learner may reset drafter.calls)."""
-    calls: list[int] = []
-    method = drafter.next_logits
-
-    def next_logits(*args: Any, **kwargs: Any) -> torch.Tensor:
-        calls.append(1)
-        return method(*args, **kwargs)
-
-    drafter.next_logits = next_logits
-    return calls
-
-
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
     """-> {tokens, parents, calls} or a str when the result is not (list, list)."""
     drafter = ModelDrafter(ctx.model())
     drafter.reset(64)
-    calls = counted(drafter)
+    calls = count_calls(drafter, "next_logits")
     out = fns.build_tree(drafter, list(CONTEXT), ROOT, list(case.args["branching"]))
     if not (isinstance(out, tuple) and len(out) == 2):
         return f"build_tree must return (tokens, parents), got {describe(out)}."

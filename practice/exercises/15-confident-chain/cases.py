@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from practice.judgekit.guard import count_calls
 from practice.judgekit.compare import describe, int_mismatch, tokens_mismatch
 from practice.judgekit.spec import Case, Context, Mistake
 from practice.judgekit.gen import depth_of
@@ -78,19 +79,6 @@ def cases(ctx: Context) -> list[Case]:
              "every draft has probability exactly 0.5") for k, theta in EXACT_SETTINGS]
 
 
-def counted(drafter: Any) -> list[int]:
-    """Count `drafter.next_logits` calls in a list only the judge holds (the learner may reset drafter.calls)."""
-    calls: list[int] = []
-    method = drafter.next_logits
-
-    def next_logits(*args: Any, **kwargs: Any) -> torch.Tensor:
-        calls.append(1)
-        return method(*args, **kwargs)
-
-    drafter.next_logits = next_logits
-    return calls
-
-
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
     """-> {tokens, parents, calls} or a str when the result is not (list, list)."""
     if case.args["context"] == "exact":
@@ -98,7 +86,7 @@ def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
     else:
         drafter, (context, root) = ModelDrafter(ctx.model()), CONTEXTS[case.args["context"]]
     drafter.reset(64)
-    calls = counted(drafter)
+    calls = count_calls(drafter, "next_logits")
     out = fns.confident_chain(drafter, list(context), root, case.args["k"], case.args["theta"])
     if not (isinstance(out, tuple) and len(out) == 2):
         return f"confident_chain must return (tokens, parents), got {describe(out)}."
