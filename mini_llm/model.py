@@ -80,10 +80,12 @@ class Projection(NamedTuple):
 class FusedLinear(nn.Linear):
     """Linear layers that read the same input, stacked along the output: one matmul instead of several.
 
+    A decode step of a small model spends more time launching operators than multiplying, so one call
+    instead of three (q, k, v) or two (gate, up) is time saved; the bytes of weights read stay the same.
     parts: each layer's checkpoint name and output size, in order, e.g. {"gate_proj": 768, "up_proj": 768}.
-    Output row r of the fused weight is output row r of its part, so the result is the parts' outputs
-    side by side and bit for bit a separate layer's values. The parent module stores it under one name
-    and reads and writes the parts under theirs (`checkpoint_names`).
+    Each output is x times one weight row, so the result is the parts' outputs side by side, equal to
+    separate layers' up to the matmul's summation order. The parent module stores one weight and reads and
+    writes the parts under their own names (`checkpoint_names`).
     """
 
     def __init__(self, in_features: int, parts: dict[str, int], bias: bool) -> None:
@@ -107,7 +109,9 @@ def checkpoint_names(module: nn.Module) -> None:
 
     def split_fused(module: nn.Module, state: dict, prefix: str, local_metadata: dict) -> None:
         children = dict(module.named_children())
-        for key in [k for k in state if k.startswith(prefix)]:  # re-inserted in order: q, k, v, o, ...
+        # This module's entries were the last ones written: re-insert them in order, each fused tensor
+        # replaced by its parts, so the state dict lists q, k, v, o, ... as the checkpoint does.
+        for key in [k for k in state if k.startswith(prefix)]:
             value = state.pop(key)
             name, _, suffix = key.removeprefix(prefix).partition(".")
             if isinstance(children.get(name), FusedLinear):
