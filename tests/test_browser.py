@@ -3,8 +3,9 @@
 A notebook showing every kind of panel (speedup, tree, batch, live tree viewer) is executed with
 nbclient and opened in JupyterLab as a learner's fresh clone would be: untrusted, the kernel not yet
 run. Each panel must show its static snapshot (text and plot) there. Then the notebook runs in the
-browser; each panel must render as live controls, and dragging one slider per panel with the mouse
-must change its text and its plot. Needs Debian's `chromium` (`.ci/run` installs it) and the Python
+browser; each panel must render as live controls, and every control of every panel, worked as a
+learner would (sliders dragged with the mouse, the text box typed into, dropdowns switched), must change
+the panel's text and its plot. Needs Debian's `chromium` (`.ci/run` installs it) and the Python
 `playwright` package (its own browser download is not used); skipped without them.
 """
 import os
@@ -35,7 +36,8 @@ CELLS = [
     "tree_panel()",
     "batch_panel()",
     'target, tok = load_model("tiny-qwen3"), load_tokenizer("tiny-qwen3")\n'
-    'tree_viewer_panel(target, target, tok, {"main": tok.encode("def main():\\n    return")}, max_step=6)',
+    'tree_viewer_panel(target, target, tok, {"main": tok.encode("def main():\\n    return"),\n'
+    '                                        "add": tok.encode("def add(a, b):\\n    return")}, max_step=6)',
 ]
 
 
@@ -111,7 +113,52 @@ def panel_state(page, i: int) -> dict:
     )
 
 
+CONTROLS = ".widget-slider, .widget-text, .widget-dropdown"  # every kind of control the panels use
+TYPED = "3,2,1"  # what the test types into a text box
+
+
+def settled_state(page, i: int, quiet_s: float = 0.6, timeout_s: float = 60) -> dict:
+    """The i-th panel's state once the kernel is idle and text and plot stayed the same for quiet_s."""
+    deadline, last, since = time.time() + timeout_s, None, time.time()
+    while time.time() < deadline:
+        idle = page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status === 'idle'")
+        state = panel_state(page, i)
+        if state != last or not idle:
+            last, since = state, time.time()
+        elif time.time() - since >= quiet_s:
+            return state
+        time.sleep(0.15)
+    raise AssertionError(f"panel {i} did not settle: {last}")
+
+
+def work_control(page, control) -> str:
+    """Change one control as a learner would; returns what was done (for the failure message)."""
+    control.scroll_into_view_if_needed()
+    kind = control.get_attribute("class")
+    if "widget-slider" in kind:
+        handle, track = control.locator(".noUi-handle").first, control.locator(".noUi-target").first
+        box, bar = handle.bounding_box(), track.bounding_box()
+        x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        dx = -70 if x > bar["x"] + bar["width"] / 2 else 70  # towards the middle: never stuck at an end
+        page.mouse.move(x, y)
+        page.mouse.down()
+        page.mouse.move(x + dx, y, steps=5)
+        page.mouse.up()
+        return f"dragged the slider {dx:+d} px"
+    if "widget-text" in kind:
+        field = control.locator("input").first
+        field.fill(TYPED)
+        field.press("Enter")
+        return f"typed {TYPED!r}"
+    select = control.locator("select").first
+    current = select.evaluate("s => s.selectedIndex")
+    other = next(k for k in range(select.locator("option").count()) if k != current)
+    select.select_option(index=other)
+    return f"chose option {other} of the dropdown (was {current})"
+
+
 def test_panels_show_a_snapshot_untrusted_then_respond_to_the_mouse_when_run(lab):
+    started = time.time()
     from playwright.sync_api import sync_playwright
 
     base, token, root = lab
@@ -151,23 +198,28 @@ def test_panels_show_a_snapshot_untrusted_then_respond_to_the_mouse_when_run(lab
                                    "\"application/vnd.jupyter.stderr\"]').length")
             assert errors == 0, page.inner_text(".jp-Notebook")[-3000:]
 
-            # 3. drag one slider per panel with real mouse events: its text and plot change
+            # 3. work every control of every panel as a learner would: the panel's text and plot change
+            worked = 0
             for i in range(PANELS):
-                before = panel_state(page, i)
-                assert before["sliders"] >= 1 and before["text"] and before["plot"], before
-                handle = page.locator(".tree-spec-panel").nth(i).locator(".noUi-handle").first
-                handle.scroll_into_view_if_needed()
-                box = handle.bounding_box()
-                x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
-                page.mouse.move(x, y)
-                page.mouse.down()
-                page.mouse.move(x + 60, y, steps=6)
-                page.mouse.up()
-                page.wait_for_function(
-                    """([i, text, plot]) => { const p = document.querySelectorAll('.tree-spec-panel')[i];
-                           const html = p.querySelector('.widget-html-content');
-                           const img = p.querySelector('.jp-OutputArea-output img');
-                           return html && img && html.innerText !== text && img.src !== plot; }""",
-                    arg=[i, before["text"], before["plot"]], timeout=60_000)
+                controls = page.locator(".tree-spec-panel").nth(i).locator(CONTROLS)
+                assert controls.count() >= 3, f"panel {i}: {controls.count()} controls"
+                for j in range(controls.count()):
+                    before = settled_state(page, i)
+                    assert before["sliders"] >= 1 and before["text"] and before["plot"], before
+                    done = work_control(page, controls.nth(j))
+                    try:
+                        page.wait_for_function(
+                            """([i, text, plot]) => { const p = document.querySelectorAll('.tree-spec-panel')[i];
+                                   const html = p.querySelector('.widget-html-content');
+                                   const img = p.querySelector('.jp-OutputArea-output img');
+                                   return html && img && html.innerText !== text && img.src !== plot; }""",
+                            arg=[i, before["text"], before["plot"]], timeout=60_000)
+                    except Exception as error:
+                        raise AssertionError(f"panel {i}, control {j}: {done}, but text and plot did not both change:"
+                                             f" {panel_state(page, i)['text']}") from error
+                    assert "this setting failed" not in panel_state(page, i)["text"], (i, j, done)
+                    worked += 1
+            assert worked == 3 + 8 + 4 + 4  # chain, tree, batch, viewer: every control
+            print(f"{worked} controls worked in {time.time() - started:.0f} s after the lab started")
         finally:
             browser.close()

@@ -21,7 +21,7 @@ from tree_spec.core.topology import tree_node_count
 from tree_spec.analysis.tuned import load_profile
 from tree_spec.ui.batch_panel import batch_panel, batch_report
 from tree_spec.ui.chain_panel import speedup_panel
-from tree_spec.ui.tree_panel import H100, IID, MEASURED_CURVE, parse_branching, tree_panel, tree_report
+from tree_spec.ui.tree_panel import H100, IID, MEASURED, MEASURED_CURVE, parse_branching, tree_panel, tree_report
 from tree_spec.ui.tree_viewer import inspect_tree_step, tree_viewer_panel
 
 
@@ -37,7 +37,7 @@ def tokenizer():
 
 def test_speedup_panel_follows_its_sliders():
     panel = speedup_panel()
-    assert panel.result["tokens_per_verify"] == pytest.approx(3.36, abs=0.005)  # the card's alpha 0.8, k 4
+    assert panel.result["tokens_per_verify"] == pytest.approx(3.36, abs=0.005)  # alpha 0.8, k 4
     panel.controls["alpha"].value = 0.6
     panel.controls["k"].value = 6
     panel.controls["c"].value = 0.2
@@ -71,6 +71,91 @@ def test_tree_panel_batch_makes_a_good_tree_slower():
     panel.controls["batch"].value = 256
     assert panel.result["verify_tokens"] == 256 * 31
     assert panel.result["speedup"] < 1
+
+
+def shown(panel) -> tuple[str, str]:
+    """What the panel shows: its text, and its plot as the PNG a static viewer gets."""
+    assert panel.error is None, panel.error
+    snapshot = panel.snapshot_html()
+    return panel.html.value, snapshot[snapshot.index("<img"):]
+
+
+def every_control_changes_what_is_shown(panel, new_values: dict) -> None:
+    """Set each control in turn (every control of the panel: new_values names them all); text and plot change."""
+    assert set(new_values) == set(panel.controls), "name a new value for every control"
+    before = shown(panel)
+    for name, value in new_values.items():
+        assert panel.controls[name].value != value, name
+        panel.controls[name].value = value
+        after = shown(panel)
+        assert after[0] != before[0], f"{name} = {value!r} left the text unchanged"
+        assert after[1] != before[1], f"{name} = {value!r} left the plot unchanged"
+        before = after
+
+
+def test_every_chain_panel_control_changes_text_and_plot():
+    every_control_changes_what_is_shown(speedup_panel(), {"alpha": 0.6, "k": 6, "c": 0.2})
+
+
+def test_every_batch_panel_control_changes_text_and_plot():
+    every_control_changes_what_is_shown(batch_panel(), {"batch": 64, "alpha": 0.6, "k": 6, "draft_cost": 0.2})
+
+
+@pytest.mark.parametrize("hit_model, hardware, to_model, to_hardware",
+                         [(MEASURED, MEASURED_CURVE, IID, H100), (IID, H100, MEASURED, MEASURED_CURVE)])
+def test_every_tree_panel_control_changes_text_and_plot(hit_model, hardware, to_model, to_hardware):
+    if load_profile("small-model") is None or not (COSTS_DIR / "tiny-qwen3.json").is_file():
+        pytest.skip("no measured profile or cost curve")
+    panel = tree_panel(hit_model=hit_model, hardware=hardware)
+    every_control_changes_what_is_shown(panel, {
+        "branching": "3,2,1", "width": 3, "depth": 5, "hit_rate": 0.4, "draft_cost": 0.1, "batch": 8,
+        "hit_model": to_model, "hardware": to_hardware,
+    })
+
+
+def test_tree_panel_sliders_write_the_branching_box():
+    """One source of truth for the shape: the box. The width and depth sliders write it; a typed shape is used
+    as typed until a slider moves again."""
+    panel = tree_panel(width=2, depth=4, hit_rate=0.6, draft_cost=0.05, hit_model=IID, hardware=H100)
+    box = panel.controls["branching"]
+    assert box.value == "2,2,2,2" and panel.result["branching"] == [2, 2, 2, 2] and not panel.result["custom"]
+    panel.controls["width"].value = 3
+    assert box.value == "3,3,3,3" and panel.result["branching"] == [3, 3, 3, 3]
+    assert "branching [3, 3, 3, 3]: 120 draft nodes" in panel.html.value
+    marker = panel._draw(panel.result).axes[0].lines[-1]  # the circle on the map sits on (width, depth)
+    assert (list(marker.get_xdata()), list(marker.get_ydata())) == ([3], [4])
+    panel.controls["depth"].value = 2
+    assert box.value == "3,3" and panel.result["nodes"] == 12
+    box.value = "2, 2, 1, 1"  # typed: used as typed, the map marks no full tree and names it in its title
+    assert panel.result["branching"] == [2, 2, 1, 1] and panel.result["custom"]
+    assert "your branching [2, 2, 1, 1]" in panel._draw(panel.result).axes[0].get_title()
+    panel.controls["depth"].value = 3  # a slider moves: the box is the sliders' full tree again
+    assert box.value == "3,3,3" and panel.result["branching"] == [3, 3, 3] and not panel.result["custom"]
+    box.value = ""  # an empty box: width x depth
+    assert panel.result["branching"] == [3, 3, 3]
+
+
+def test_tree_panel_depth_slider_stops_where_the_profile_was_measured():
+    profile = load_profile("small-model")
+    if profile is None:
+        pytest.skip("no models/tuned/small-model.json")
+    panel = tree_panel(width=2, depth=4, hit_model=MEASURED)
+    depth = panel.controls["depth"]
+    assert depth.max == profile.depth
+    panel.controls["hit_model"].value = IID  # i.i.d. candidates have no depth limit
+    depth.value = 7
+    assert panel.controls["branching"].value == "2,2,2,2,2,2,2" and panel.error is None
+    panel.controls["hit_model"].value = MEASURED  # back to the profile: depth clamped, the box follows
+    assert depth.value == profile.depth and panel.result["branching"] == [2] * profile.depth and panel.error is None
+
+
+def test_speedup_map_is_diverging_colour_blind_safe_and_centred_on_1x():
+    from matplotlib.colors import TwoSlopeNorm
+
+    panel = tree_panel(width=2, depth=4, hit_rate=0.6, draft_cost=0.05, hit_model=IID, hardware=H100)
+    image = panel._draw(panel.result).axes[0].images[0]
+    assert image.get_cmap().name == "RdBu"
+    assert isinstance(image.norm, TwoSlopeNorm) and image.norm.vcenter == 1.0
 
 
 def test_tree_report_chain_matches_the_chain_formula():
@@ -139,7 +224,7 @@ def test_measured_profile_predicts_tokens_per_pass_of_the_small_draft_within_10_
     assert abs(predicted - measured) / measured < 0.10
 
 
-def test_batch_panel_reproduces_the_chapter_rows():
+def test_batch_panel_reproduces_the_h100_roofline_rows():
     table = {row.batch: row for row in speedup_table()}
     panel = batch_panel()
     for batch in (1, 64, 256):
@@ -170,6 +255,13 @@ def test_tree_viewer_shows_the_real_accepted_path(target_model, tokenizer):
     accepted = [r["tokens"][i] for i in r["path"]] + [r["next_token"]]
     assert accepted == greedy[3:3 + len(accepted)]
     assert "accepted" in panel.html.value
+
+
+def test_every_tree_viewer_control_changes_text_and_plot(target_model, tokenizer):
+    prompts = {"add": tokenizer.encode("def add(a, b):\n    return a + b\n\n\ndef "),
+               "main": tokenizer.encode("def main():\n    return")}
+    panel = tree_viewer_panel(target_model, target_model, tokenizer, prompts, max_step=6, width=2, depth=3)
+    every_control_changes_what_is_shown(panel, {"prompt": "main", "step": 3, "width": 3, "depth": 2})
 
 
 def test_inspect_tree_step_accepts_nothing_from_a_useless_tree(target_model, tokenizer):

@@ -3,6 +3,7 @@
 Each panel module has a `*_report(...)`, a plain function (testable without a browser) returning a dict of
 numbers, and a `*_panel()` that builds a `Panel` whose controls call that function on every change and show the
 result as text and a plot. Tests drive a panel by setting `panel.controls[name].value` and reading `panel.result`.
+Every control changes what the panel shows (tests/test_widgets.py and tests/test_browser.py check each one).
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import matplotlib.pyplot as plt
 from IPython.display import clear_output, display
 from matplotlib.figure import Figure
 
-FASTER, SLOWER = "#1a7f37", "#cf222e"
+FASTER, SLOWER = "#2166ac", "#b2182b"  # the blue and red ends of RdBu: told apart with any colour vision
+SPEEDUP_CMAP = "RdBu"  # speedup maps: diverging, colour-blind-safe, centred on 1x with TwoSlopeNorm(vcenter=1)
 
 
 class Panel(widgets.VBox):
@@ -25,7 +27,9 @@ class Panel(widgets.VBox):
     controls: name -> slider (the keyword `compute` receives); result: the last `compute` output;
     html: the rendered text; plot: where `draw(result)` shows its figure; error: the exception of the
     last update, None when it worked (it is shown in the panel: a slider callback's exception would
-    otherwise only reach the kernel's log, and the panel would look frozen).
+    otherwise only reach the kernel's log, and the panel would look frozen). link(change, controls), if
+    given, runs first on every change and may set other controls (e.g. sliders that write a text box);
+    the panel then recomputes once, from the values as linked.
 
     Displayed, a panel is the live widget plus a static snapshot (`snapshot_html`: the control values,
     the text and the plot as an inline PNG) for viewers that cannot run widgets: an untrusted or not
@@ -38,8 +42,10 @@ class Panel(widgets.VBox):
         compute: Callable[..., dict],
         render: Callable[[dict], str],
         draw: Callable[[dict], Figure] | None = None,
+        link: Callable[[dict, dict[str, widgets.ValueWidget]], None] | None = None,
     ):
         self.controls, self._compute, self._render, self._draw = controls, compute, render, draw
+        self._link, self._linking = link, False
         self.html, self.plot = widgets.HTML(), widgets.Output()
         self.result: dict = {}
         self.error: Exception | None = None
@@ -60,6 +66,14 @@ class Panel(widgets.VBox):
 
         If compute, render or draw raises, the panel shows the error (and keeps the last plot) instead.
         """
+        if self._linking:  # a control set by `link`: the update that called link recomputes once
+            return
+        if self._link is not None and change is not None:
+            self._linking = True
+            try:
+                self._link(change, self.controls)
+            finally:
+                self._linking = False
         try:
             result = self._compute(**self.values())
             text = self._render(result)

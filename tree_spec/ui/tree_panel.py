@@ -22,10 +22,11 @@ from ..analysis.ranks import RankProfile
 from ..analysis.speedup import Roofline, roofline_step_time, tree_verify_tokens
 from ..analysis.tuned import load_profile, load_tuned
 from ..core.topology import tree_node_count
-from .panel import Panel, slider, verdict
+from .panel import SPEEDUP_CMAP, Panel, slider, verdict
 
 IID, MEASURED = "i.i.d. candidates", "measured rank profile"
 MEASURED_CURVE, H100 = "measured cost curve", "H100 roofline (7B model)"
+MAX_WIDTH, MAX_DEPTH = 6, 8  # the sliders' and the map's range
 
 
 def parse_branching(text: str | Sequence[int] | None) -> list[int] | None:
@@ -129,29 +130,54 @@ def _render_tree(r: dict) -> str:
     )
 
 
+def full_tree_text(width: int, depth: int) -> str:
+    """The branching box's text for a full tree: full_tree_text(2, 4) == "2,2,2,2"."""
+    return ",".join([str(width)] * depth)
+
+
 def tree_panel_report(
     branching: str, width: int, depth: int, hit_rate: float, draft_cost: float, batch: int, hit_model: str,
     hardware: str, profile: RankProfile | None = None, curve: CostCurve | None = None,
 ) -> dict:
-    """The tree panel's callback: the controls' values -> tree_report (branching text overrides width x depth)."""
-    r = tree_report(width, depth, hit_rate, draft_cost, batch, branching=branching,
-                    profile=profile if hit_model == MEASURED else None, curve=curve if hardware == MEASURED_CURVE else None)
-    r.update(profile=r and (profile if hit_model == MEASURED else None), curve=curve if hardware == MEASURED_CURVE else None,
-             custom=parse_branching(branching) is not None, given_width=width, given_depth=depth)
+    """The tree panel's callback: the controls' values -> tree_report.
+
+    The branching box is the shape (the width and depth sliders write it, `_link_shape`); an empty box means
+    width x depth. custom: the shape is not the full tree the sliders describe (then the map marks no cell).
+    """
+    profile = profile if hit_model == MEASURED else None
+    curve = curve if hardware == MEASURED_CURVE else None
+    r = tree_report(width, depth, hit_rate, draft_cost, batch, branching=branching, profile=profile, curve=curve)
+    r.update(profile=profile, curve=curve, custom=r["branching"] != [width] * depth, given_width=width,
+             given_depth=depth)
     return r
+
+
+def _link_shape(change: dict, controls: dict, profile_depth: int | None = None) -> None:
+    """One source of truth for the shape: moving the width or depth slider writes the branching box.
+
+    A measured rank profile covers depths 1..profile_depth: with that hit model the depth slider stops there.
+    """
+    width, depth, box = controls["width"], controls["depth"], controls["branching"]
+    if change["owner"] is controls["hit_model"] and profile_depth is not None:
+        full = box.value == full_tree_text(width.value, depth.value)
+        depth.max = profile_depth if change["new"] == MEASURED else MAX_DEPTH  # clamps the value
+        if full:
+            box.value = full_tree_text(width.value, depth.value)
+    elif change["owner"] in (width, depth):
+        box.value = full_tree_text(width.value, depth.value)
 
 
 def _draw_tree(r: dict) -> Figure:
     profile = r.get("profile")
-    max_depth = min(8, profile.depth) if profile is not None else 8
-    max_width = min(6, profile.max_rank) if profile is not None else 6
+    max_depth = min(MAX_DEPTH, profile.depth) if profile is not None else MAX_DEPTH
+    max_width = min(MAX_WIDTH, profile.max_rank) if profile is not None else MAX_WIDTH
     widths, depths = np.arange(1, max_width + 1), np.arange(1, max_depth + 1)
     grid = np.array([[tree_report(w, d, r["hit_rate"], r["draft_cost"], r["batch"], profile=profile,
                                   curve=r.get("curve"))["speedup"] for w in widths] for d in depths])
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    norm = TwoSlopeNorm(1.0, vmin=min(grid.min(), 0.99), vmax=max(grid.max(), 1.01))  # white at 1x
+    norm = TwoSlopeNorm(1.0, vmin=min(grid.min(), 0.99), vmax=max(grid.max(), 1.01))  # white at 1x, blue faster
     extent = (0.5, max_width + 0.5, 0.5, max_depth + 0.5)
-    image = ax.imshow(grid, origin="lower", cmap="RdYlGn", norm=norm, extent=extent, aspect="auto")
+    image = ax.imshow(grid, origin="lower", cmap=SPEEDUP_CMAP, norm=norm, extent=extent, aspect="auto")
     if grid.min() < 1 < grid.max():
         ax.contour(widths, depths, grid, levels=[1.0], colors="k", linewidths=1.5)
     if not r.get("custom"):
@@ -173,8 +199,12 @@ def tree_panel(
     branching: str = "", hit_model: str = MEASURED, hardware: str = MEASURED_CURVE, profile: RankProfile | None = None,
     curve: CostCurve | None = None,
 ) -> Panel:
-    """A branching text box ("2,2,1,1"; empty: width x depth sliders), hit rate, draft cost, batch, hit model,
+    """A branching text box ("2,2,1,1"), width and depth sliders, hit rate, draft cost, batch, hit model,
     hardware -> tree_panel_report, with a speedup map over full trees of width x depth.
+
+    The box is the shape: it starts as `branching` or, when that is empty, the full tree width x depth;
+    typing any shape there ("3,2,1") evaluates it; moving the width or depth slider rewrites it as the full
+    tree the sliders show ("3,3,3,3"), marked on the map.
 
     Defaults: the shipped small draft's measured rank profile (models/tuned/small-model.json), the cost curve
     recorded on the course's machine (models/costs/tiny-qwen3.json; pass `curve=` to use one measured here),
@@ -195,11 +225,15 @@ def tree_panel(
         if tuned is not None and hardware == MEASURED_CURVE:
             measured = tuned["costs"]["draft_ms"] + tuned["costs"]["draft_per_node_ms"]
             draft_cost = round(measured / CostCurve.from_dict(tuned["cost_curve"]).decode_ms, 2)
+    profile_depth = profile.depth if profile is not None else None
+    depth_max = profile_depth if hit_model == MEASURED and profile_depth is not None else MAX_DEPTH
     controls = {
-        "branching": widgets.Text(branching, description="branching", placeholder="e.g. 2,2,1,1 (empty: width x depth)",
+        "branching": widgets.Text(branching or full_tree_text(width, min(depth, depth_max)),
+                                  description="branching (shape)",
+                                  placeholder="e.g. 2,2,1,1; the width and depth sliders write it",
                                   style={"description_width": "170px"}, layout=widgets.Layout(width="480px")),
-        "width": slider("width (children/node)", width, 1, 6, 1),
-        "depth": slider("depth (levels)", depth, 1, 8, 1),
+        "width": slider("width (children/node)", width, 1, MAX_WIDTH, 1),
+        "depth": slider("depth (levels)", min(depth, depth_max), 1, depth_max, 1),
         "hit_rate": slider("draft hit rate", hit_rate, 0.0, 1.0, 0.01),
         "draft_cost": slider("draft cost / level", draft_cost, 0.0, 1.0, 0.01),
         "batch": slider("batch size", batch, 1, 256, 1),
@@ -208,4 +242,5 @@ def tree_panel(
         "hardware": widgets.Dropdown(options=[MEASURED_CURVE, H100] if curve is not None else [H100], value=hardware,
                                      description="hardware", style={"description_width": "170px"}),
     }
-    return Panel(controls, partial(tree_panel_report, profile=profile, curve=curve), _render_tree, _draw_tree)
+    return Panel(controls, partial(tree_panel_report, profile=profile, curve=curve), _render_tree, _draw_tree,
+                 link=partial(_link_shape, profile_depth=profile_depth))
