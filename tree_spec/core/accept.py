@@ -40,6 +40,14 @@ def tree_accepted_nodes(
     return ~(ancestors & ~agrees[None]).any(1)
 
 
+def deepest_accepted(accepted: torch.Tensor, depth: torch.Tensor) -> torch.Tensor:
+    """The node where the accepted path ends, no host read: accepted [n] bool (`tree_accepted_nodes`), depth [n]
+    -> LongTensor []: the deepest accepted node, the lowest id among equally deep ones."""
+    n = accepted.shape[0]
+    order = depth * n - torch.arange(n, device=depth.device)  # deeper first, then lower id
+    return torch.where(accepted, order, -1).argmax()
+
+
 def accept_greedy(tokens: Sequence[int], parents: Sequence[int], target_logits: torch.Tensor) -> list[int]:
     """Longest root path the target agrees with -> node ids, starting with 0.
 
@@ -57,10 +65,8 @@ def accept_greedy(tokens: Sequence[int], parents: Sequence[int], target_logits: 
     accepted = tree_accepted_nodes(
         torch.as_tensor(list(tokens), device=device), torch.as_tensor(list(parents), device=device),
         tree_mask(parents, device), target_logits.argmax(-1),
-    ).tolist()
-    depth = depths(parents)
-    node = max((i for i in range(len(parents)) if accepted[i]), key=lambda i: (depth[i], -i))
-    path = [node]
+    )
+    path = [int(deepest_accepted(accepted, torch.tensor(depths(parents), device=device)))]
     while path[-1]:
         path.append(parents[path[-1]])
     return path[::-1]

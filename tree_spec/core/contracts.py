@@ -99,7 +99,7 @@ class Branching:
         return len(self.widths)
 
     def cut(self, max_depth: int) -> Branching:
-        return replace(self, widths=self.widths[:max_depth])
+        return self if max_depth >= len(self.widths) else replace(self, widths=self.widths[:max_depth])
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ class DynamicShape:
         return self.total_tokens
 
     def cut(self, max_depth: int) -> DynamicShape:
-        return replace(self, depth=min(self.depth, max_depth))
+        return self if max_depth >= self.depth else replace(self, depth=max_depth)
 
 
 class Trace(Protocol):

@@ -150,35 +150,32 @@ def build_dynamic_tree(
     `sampling.top_k` truncates the draft distribution as everywhere else; the expansion width is `width`."""
     depth, width, total_tokens = as_int(depth, "depth"), as_int(width, "width"), as_int(total_tokens, "total_tokens")
     DynamicShape(depth, width, total_tokens)  # validates them
-    tokens, parents, score = [int(root)], [-1], [0.0]
+    tokens, parents, score, depth_of = [int(root)], [-1], [0.0], [0]
     rows: dict[int, torch.Tensor] = {}
     frontier = [0]
     for _ in range(depth if total_tokens else 0):
         logits = _level(drafter, context, tokens, parents, frontier, trace)  # [len(frontier), V]
-        if sampling.greedy:
-            logp = torch.log_softmax(logits.float(), dim=-1)
-            picks = logp.topk(min(width, logp.shape[-1]), dim=-1).indices.tolist()
+        if sampling.greedy:  # the top-width children and their log-probabilities, one topk
+            top = torch.log_softmax(logits.float(), dim=-1).topk(min(width, logits.shape[-1]), dim=-1)
+            picks, slot = top.indices.tolist(), top.values.tolist()  # [len(frontier), width] each
         else:
             probs = sampling.probs(logits)
-            logp = probs.log()
             picks = [
                 torch.multinomial(p, min(width, int((p > 0).sum())), replacement=False,
                                   generator=sampling.generator).tolist()
                 for p in probs
             ]
             rows.update(zip(frontier, probs))
-        slot = logp.topk(min(width, logp.shape[-1]), dim=-1).values.tolist()  # [len(frontier), width]
+            slot = probs.log().topk(min(width, logits.shape[-1]), dim=-1).values.tolist()
         level = []
         for r, (node, kids) in enumerate(zip(frontier, picks)):
             for rank, token in enumerate(kids):
                 tokens.append(token)
                 parents.append(node)
                 score.append(score[node] + slot[r][rank])
+                depth_of.append(depth_of[node] + 1)
                 level.append(len(tokens) - 1)
         frontier = sorted(sorted(level, key=lambda i: -score[i])[:width])
-    depth_of = [0] * len(parents)
-    for i in range(1, len(parents)):
-        depth_of[i] = depth_of[parents[i]] + 1
     best = rerank(torch.tensor(score[1:], dtype=torch.float64), torch.tensor(depth_of[1:]), total_tokens)
     keep = [0] + (best + 1).tolist()
     new_id = {old: new for new, old in enumerate(keep)}

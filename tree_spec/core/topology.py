@@ -48,6 +48,20 @@ def tree_mask(parents: Sequence[int], device: torch.device | str | None = None) 
     return torch.tensor(rows, dtype=torch.bool, device=device)
 
 
+def ancestor_mask(parents: torch.Tensor, depth: int) -> torch.Tensor:
+    """`tree_mask` on tensors, no host read: parents [n] (parents[0] = -1) of a tree at most `depth` levels deep
+    -> bool [n, n]. Each of `depth` rounds marks one more ancestor of every node (the root stays at itself)."""
+    n = parents.shape[0]
+    rows = torch.arange(n, device=parents.device)
+    mask = torch.eye(n, dtype=torch.bool, device=parents.device)
+    up = parents.clamp_min(0)
+    node = up
+    for _ in range(depth):
+        mask[rows, node] = True
+        node = up[node]
+    return mask
+
+
 def tree_node_count(branching: Sequence[int]) -> int:
     """Drafted nodes of a tree (root excluded): w1 + w1*w2 + ... ; [2, 2, 1, 1] -> 14, [3, 3, 2] -> 30."""
     count, width = 0, 1

@@ -7,14 +7,16 @@ child: it is verified under the plain causal mask and rolled back with `cache.tr
 """
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 
 from mini_llm import KVCache, Transformer, sample_next
 
-from ..core.accept import accept_chain_greedy, tree_accepted_nodes
+from ..core.accept import accept_chain_greedy, deepest_accepted, tree_accepted_nodes
 from ..core.contracts import (
     GREEDY, NO_TRACE, Branching, DraftRequest, DynamicShape, Proposer, SamplingParams, StepResult, TargetFeatures,
     Trace,
@@ -23,7 +25,7 @@ from ..core.growth import DraftTree
 from ..core.output import SpecOutput
 from ..core.request import validate_request
 from ..core.sampling import verify_chain, verify_tree
-from ..core.topology import depths, positions, tree_mask
+from ..core.topology import ancestor_mask, depths
 from ..drafters.model import as_drafter
 
 
@@ -49,6 +51,28 @@ def target_forward(
     return out[0][0], feats
 
 
+@functools.lru_cache(maxsize=1024)
+def tree_shape(parents: tuple[int, ...], device: torch.device) -> TreeShape:
+    """A tree shape's tensors, validated and built once per shape and device (a loop's trees repeat their
+    shapes: a fixed branching always, an EAGLE-2 tree often)."""
+    depth = depths(parents)
+    parents_t = torch.tensor(parents, device=device)
+    chain = all(p == i - 1 for i, p in enumerate(parents))
+    mask = None if chain else ancestor_mask(parents_t, max(depth))
+    return TreeShape(parents_t, torch.tensor(depth, device=device), mask, max(depth), chain)
+
+
+class TreeShape(NamedTuple):
+    """parents [n] and depth [n] on the device, the ancestor mask [n, n] (None for a chain: causal), the depth
+    below the root, and whether the tree is a chain."""
+
+    parents: torch.Tensor
+    depth: torch.Tensor
+    mask: torch.Tensor | None
+    max_depth: int
+    chain: bool
+
+
 def verify(
     target: Transformer, drafter: Proposer, tree: DraftTree, cache: KVCache, sampling: SamplingParams = GREEDY,
     trace: Trace = NO_TRACE,
@@ -57,22 +81,21 @@ def verify(
     K/V in `cache` (which holds every committed token before the root) -> StepResult.
 
     Greedy: the longest path the target agrees with (`accept_chain_greedy` for a chain, `tree_accepted_nodes`
-    for a tree). Sampling: `verify_chain` / `verify_tree`, lossless.
+    and `deepest_accepted` for a tree). Sampling: `verify_chain` / `verify_tree`, lossless.
     """
     device = target.device
     start = cache.length
     ids = torch.tensor([tree.tokens], device=device)
-    chain = tree.is_chain
+    shape = tree_shape(tuple(tree.parents), device)
     n = len(tree.tokens)
-    mask = None if chain else tree_mask(tree.parents, device)
-    pos = None if chain else positions(tree.parents, start, device)
+    pos = None if shape.chain else start + shape.depth
     with trace.span("verify", tokens=n):
-        logits, feats = target_forward(target, drafter, ids, cache, pos, mask)   # [n, V]
+        logits, feats = target_forward(target, drafter, ids, cache, pos, shape.mask)   # [n, V]
     drafter.observe_verify(tree.tokens, tree.parents, logits)
-    if chain:
+    if shape.chain:
         drafts = tree.tokens[1:]
         if sampling.greedy:
-            n_accepted, next_token = (int(x) for x in accept_chain_greedy(ids[0, 1:], logits))
+            n_accepted, next_token = torch.stack(accept_chain_greedy(ids[0, 1:], logits)).tolist()
         else:
             target_probs = sampling.probs(logits)
             n_accepted, next_token = verify_chain(drafts, tree.draft_probs[: n - 1].to(device), target_probs,
@@ -81,22 +104,20 @@ def verify(
         cache.truncate(start + 1 + n_accepted)
     else:
         if sampling.greedy:
-            parents = torch.tensor(tree.parents, device=device)
             predicted = logits.argmax(-1)
-            accepted = tree_accepted_nodes(ids[0], parents, mask, predicted).tolist()
-            depth = depths(tree.parents)
-            node = max((i for i in range(n) if accepted[i]), key=lambda i: (depth[i], -i))
+            accepted = tree_accepted_nodes(ids[0], shape.parents, shape.mask, predicted)
+            node = deepest_accepted(accepted, shape.depth)
+            node, next_token = torch.stack((node, predicted[node])).tolist()
             path = [node]
             while path[-1]:
                 path.append(tree.parents[path[-1]])
             path.reverse()
-            next_token = int(predicted[node])
         else:
             target_probs = sampling.probs(logits)
             path, next_token = verify_tree(tree.tokens, tree.parents, tree.draft_probs.to(device), target_probs,
                                            sampling.generator)
         cache.compact(start, path)
-    return StepResult([tree.tokens[i] for i in path[1:]], next_token, n - 1, tree.depth if n > 1 else 0,
+    return StepResult([tree.tokens[i] for i in path[1:]], next_token, n - 1, shape.max_depth,
                       feats and feats.rows(path))
 
 

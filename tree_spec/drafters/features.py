@@ -15,12 +15,12 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from mini_llm import KVCache, Transformer
+from mini_llm import Config, KVCache, Transformer
+from mini_llm.model import column_major, rope_cos_sin
 
 from .base import Drafter, _common_prefix
 from ..core.contracts import TargetFeatures
 from .heads import MedusaHeads, RecurrentHead
-from ..core.topology import depths
 
 
 class _FeatureDrafter(Drafter):
@@ -54,7 +54,7 @@ class _FeatureDrafter(Drafter):
             raise ValueError(f"draft_vocab must be non-empty token ids in [0, {self.vocab_size})")
         t = self.target
         weight = t.embed_tokens.weight if t.cfg.tie_word_embeddings else t.lm_head.weight
-        self.draft_vocab, self._vocab_weight = ids, weight[ids].contiguous()
+        self.draft_vocab, self._vocab_weight = ids, column_major(weight[ids])
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Head outputs [n, C] -> draft logits [n, V]: the target's final norm + LM head (only the draft
@@ -103,8 +103,7 @@ class MedusaDrafter(_FeatureDrafter):
             self._logits = self.logits(self.head(self.last))  # [K, V]
             self._logits_for = len(context)
             self.calls += 1
-        depth = depths(parents)
-        levels = [depth[node] for node in frontier]
+        levels = [_depth(parents, node) for node in frontier]
         if max(levels) >= self.head.num_heads:
             raise ValueError(f"Medusa has {self.head.num_heads} heads: trees can be at most that deep")
         return self._logits[torch.tensor(levels, device=self._logits.device)]
@@ -119,28 +118,42 @@ class HeadDrafter(_FeatureDrafter):
     token) at position L + d. Within a step, every forwarded node's K/V stays in the cache after the
     committed pairs (as in EAGLE's draft loop), so a call forwards only the new frontier, each node
     attending to the committed pairs and its own ancestors; the next step truncates them away.
+
+    Per step it keeps, by tree node id: the tree seen so far (a later call must extend it, as the tree
+    builders do; another tree starts the step's tree over), each forwarded node's cache slot, its output
+    feature (`out` [cap, C], row 0 the root's) and the step slots holding it and its ancestors (`anc`
+    [cap, cap] bool), so a level's mask and inputs are a few tensor lookups.
     """
 
     def __init__(self, target: Transformer, head: RecurrentHead, draft_vocab: torch.Tensor | None = None) -> None:
         super().__init__(target, head, draft_vocab)
         self.feature_layers = head.feature_layers
         self.cache: KVCache | None = None
-        self.features: list[torch.Tensor] = []  # head features [n, C] of the committed tokens, in chunks
+        self.features = torch.empty(0, head.cfg.hidden_size, device=self.device)  # [>= seen, C] head features
         self.pair_tokens: list[int] = []  # tokens of the committed pairs in self.cache (positions 1, 2, ...)
         self.step: list[int] = []  # context + root of the current step
-        self.root_out: torch.Tensor | None = None  # predicted feature [C] after the root's pair (this step)
-        self.nodes: dict[tuple[int, ...], tuple[int, torch.Tensor]] = {}  # root..node tokens -> (slot, feature [C])
+        self.tree_tokens: list[int] = []  # the step's tree so far (node 0 the root)
+        self.tree_parents: list[int] = []
+        self.tree_depths: list[int] = []
+        self.slot: dict[int, int] = {}  # forwarded tree node -> its step slot (0 = the first slot after L)
+        self.out = self.features.new_empty(0, head.cfg.hidden_size)  # [cap, C]
+        self.anc = torch.empty(0, 0, dtype=torch.bool, device=self.device)  # [cap, cap]
+        self.rope = rope_table(head.cfg, 0, self.device)
 
     def reset(self, max_len: int) -> None:
         if self.cache is None or self.cache.max_len < max_len:
             self.cache = self.head.new_cache(1, max_len, self.target.device)
         self.cache.truncate(0)
-        self.seen, self.features, self.pair_tokens, self.step, self.root_out, self.nodes = 0, [], [], [], None, {}
+        self.seen, self.pair_tokens, self.step = 0, [], []
+        self._grow_features(max_len)
+        self._grow_tree(64)
 
     @torch.inference_mode()
     def observe(self, features: TargetFeatures) -> None:
-        self.features.append(self.head.encode(features.hidden, features.layers))
-        self.seen += features.hidden.shape[0]
+        n = features.hidden.shape[0]
+        self._grow_features(self.seen + n)
+        self.features[self.seen:self.seen + n] = self.head.encode(features.hidden, features.layers)
+        self.seen += n
 
     @torch.inference_mode()
     def next_logits(
@@ -149,65 +162,93 @@ class HeadDrafter(_FeatureDrafter):
         self._check_aligned(context)
         seq = [*context, int(tokens[0])]
         if self.step != seq:  # a new step: the last step's tree is forgotten (its slots get overwritten)
-            self.step, self.root_out, self.nodes = seq, None, {}
-        paths = _paths(tokens, parents)
-        if self.root_out is None:
+            self.step = seq
             self._forward_pairs(seq)
-        pending = [n for n in sorted(_with_ancestors(parents, frontier)) if n and paths[n] not in self.nodes]
+        self._extend_tree(tokens, parents)
+        pending = sorted(_with_ancestors(parents, frontier, self.slot))
         while pending:  # a node's input is its parent's output: forward level by level
-            ready = [n for n in pending if parents[n] == 0 or paths[parents[n]] in self.nodes]
-            self._forward_nodes(len(context), ready, tokens, parents, paths)
-            pending = [n for n in pending if paths[n] not in self.nodes]
-        return self.logits(torch.stack([self._feature(n, paths) for n in frontier]))
+            ready = [n for n in pending if parents[n] == 0 or parents[n] in self.slot]
+            self._forward_nodes(ready)
+            pending = [n for n in pending if n not in self.slot]
+        return self.logits(self.out[torch.tensor(frontier, device=self.device)])
 
-    def _feature(self, node: int, paths: list[tuple[int, ...]]) -> torch.Tensor:
-        """The head's predicted feature [C] after `node` (the root's pair for node 0)."""
-        return self.root_out if node == 0 else self.nodes[paths[node]][1]
+    def _extend_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> None:
+        """Take the step's tree as it is now: new nodes get their depths; a tree that does not extend the one
+        seen so far starts the step's tree over (its nodes' slots are dropped)."""
+        m = len(self.tree_tokens)
+        if not m or list(tokens[:m]) != self.tree_tokens or list(parents[:m]) != self.tree_parents:
+            self.cache.truncate(len(self.step) - 1)
+            self.tree_tokens, self.tree_parents, self.tree_depths, self.slot, m = [int(tokens[0])], [-1], [0], {}, 1
+        self._grow_tree(len(tokens))
+        for i in range(m, len(tokens)):
+            if not 0 <= parents[i] < i:
+                raise ValueError(f"parents[{i}] = {parents[i]}: a parent must come before its child")
+            self.tree_depths.append(self.tree_depths[parents[i]] + 1)
+        self.tree_tokens += map(int, tokens[m:])
+        self.tree_parents += parents[m:]
 
     def _forward_pairs(self, seq: list[int]) -> None:
-        """Bring the committed pairs up to the root's (dropping last step's tree nodes); sets `root_out`."""
-        if len(self.features) > 1:
-            self.features = [torch.cat(self.features)]
+        """Bring the committed pairs up to the root's (dropping last step's tree nodes); sets row 0 of `out`."""
         L = len(seq) - 1
-        keep = min(_common_prefix(self.pair_tokens, seq[1:]), self.cache.length, L - 1)  # re-run the root's pair
+        known = len(self.pair_tokens)
+        common = known if seq[1:known + 1] == self.pair_tokens else _common_prefix(self.pair_tokens, seq[1:])
+        keep = min(common, self.cache.length, L - 1)  # the root's pair is always run again
         self.cache.truncate(keep)
         self._ensure_room(L)
         T = L - keep
         mask = None if T == 1 else torch.ones(T, L, dtype=torch.bool, device=self.device).tril(keep)
         ids = torch.tensor([seq[keep + 1:]], device=self.device)
         positions = torch.arange(keep + 1, L + 1, device=self.device)
-        out = self.head(self.features[0][None, keep:L], self.target.embed_tokens(ids), positions, self.cache, mask)
+        out = self.head(self.features[None, keep:L], self.target.embed_tokens(ids), positions, self.cache, mask,
+                        self._rope(L + 1))
         self.calls += 1
-        self.pair_tokens, self.root_out = seq[1:], out[0, -1]
+        self.pair_tokens, self.out[0] = seq[1:], out[0, -1]
+        self.tree_tokens, self.tree_parents, self.tree_depths, self.slot = [], [], [], {}
 
-    def _forward_nodes(
-        self, L: int, nodes: list[int], tokens: Sequence[int], parents: Sequence[int], paths: list[tuple[int, ...]]
-    ) -> None:
+    def _forward_nodes(self, nodes: list[int]) -> None:
         """One head pass over tree `nodes` whose parents' outputs are known; their K/V join the cache."""
-        start, T = self.cache.length, len(nodes)
-        self._ensure_room(start + T)
-        slot = {n: start + j for j, n in enumerate(nodes)}
-        rows, cols = [], []
-        for j, n in enumerate(nodes):  # a node sees the committed pairs, its ancestors below the root and itself
-            a = n
-            while a != 0:
-                rows.append(j)
-                cols.append(slot[a] if a in slot else self.nodes[paths[a]][0])
-                a = parents[a]
+        L = len(self.step) - 1
+        used, T = self.cache.length - L, len(nodes)  # step slots already taken, new nodes
+        self._ensure_room(L + used + T)
+        parents, depths = self.tree_parents, self.tree_depths
+        index = torch.tensor(nodes, device=self.device)
+        up = torch.tensor([parents[n] for n in nodes], device=self.device)
+        slots = torch.arange(used, used + T, device=self.device)
+        self.anc[index] = self.anc[up]  # a node sees its ancestors' slots and its own
+        self.anc[index, slots] = True
         mask = None
-        if not (T == 1 and len(cols) == start + 1 - L):  # else: a chain's next node, which sees every slot
-            mask = torch.zeros(T, start + T, dtype=torch.bool, device="cpu")
-            mask[:, :L] = True
-            mask[rows, cols] = True
-            mask = mask.to(self.device)
-        depth = depths(parents)
-        feats = torch.stack([self._feature(parents[n], paths) for n in nodes])[None]
-        ids = torch.tensor([[int(tokens[n]) for n in nodes]], device=self.device)
-        positions = torch.tensor([L + depth[n] for n in nodes], device=self.device)
-        out = self.head(feats, self.target.embed_tokens(ids), positions, self.cache, mask)[0]
+        if not (T == 1 and depths[nodes[0]] == used + 1):  # else: a chain's next node, which sees every slot
+            mask = torch.cat((torch.ones(T, L, dtype=torch.bool, device=self.device), self.anc[index, :used + T]), 1)
+        ids = torch.tensor([[self.tree_tokens[n] for n in nodes]], device=self.device)
+        positions = torch.tensor([L + depths[n] for n in nodes], device=self.device)
+        out = self.head(self.out[up][None], self.target.embed_tokens(ids), positions, self.cache, mask,
+                        self._rope(L + max(depths[n] for n in nodes) + 1))
         self.calls += 1
-        for j, n in enumerate(nodes):
-            self.nodes[paths[n]] = (start + j, out[j])
+        self.out[index] = out[0]
+        self.slot.update(zip(nodes, range(used, used + T)))
+
+    def _rope(self, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The head's RoPE tables [>= positions, head_dim], grown (doubled) when too short."""
+        if self.rope[0].shape[0] < positions:
+            self.rope = rope_table(self.head.cfg, 2 * positions, self.device)
+        return self.rope
+
+    def _grow_features(self, rows: int) -> None:
+        """Make room for `rows` committed feature rows (doubling)."""
+        if self.features.shape[0] < rows:
+            bigger = self.features.new_zeros(2 * rows, self.features.shape[1])
+            bigger[:self.seen] = self.features[:self.seen]
+            self.features = bigger
+
+    def _grow_tree(self, nodes: int) -> None:
+        """Make room for a step's tree of `nodes` nodes in `out` and `anc` (doubling)."""
+        if self.out.shape[0] < nodes:
+            out = self.features.new_zeros(2 * nodes, self.features.shape[1])
+            out[:self.out.shape[0]] = self.out
+            self.out, self.anc = out, torch.zeros(2 * nodes, 2 * nodes, dtype=torch.bool, device=self.device)
+            for node, slot in sorted(self.slot.items()):  # ancestors come first: rebuild their rows
+                self.anc[node] = self.anc[self.tree_parents[node]]
+                self.anc[node, slot] = True
 
     def _ensure_room(self, needed: int) -> None:
         """Grow the head cache (keeping its slots) when `needed` slots would not fit."""
@@ -219,18 +260,25 @@ class HeadDrafter(_FeatureDrafter):
         bigger.length, self.cache = n, bigger
 
 
-def _paths(tokens: Sequence[int], parents: Sequence[int]) -> list[tuple[int, ...]]:
-    """Root-to-node token tuples of every node."""
-    paths: list[tuple[int, ...]] = []
-    for i, p in enumerate(parents):
-        paths.append((paths[p] if p >= 0 else ()) + (int(tokens[i]),))
-    return paths
+def rope_table(cfg: Config, positions: int, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin [positions, head_dim] of positions 0..positions-1 (`rope_cos_sin`'s values)."""
+    cos, sin = rope_cos_sin(torch.arange(positions, device=device), cfg.head_dim, cfg.rope_theta)
+    return cos[0, :, 0], sin[0, :, 0]
 
 
-def _with_ancestors(parents: Sequence[int], nodes: Sequence[int]) -> set[int]:
+def _with_ancestors(parents: Sequence[int], nodes: Sequence[int], done: dict[int, int]) -> set[int]:
+    """`nodes` and their ancestors below the root that are not in `done`."""
     found: set[int] = set()
     for node in nodes:
-        while node >= 0 and node not in found:
+        while node > 0 and node not in found and node not in done:
             found.add(node)
             node = parents[node]
     return found
+
+
+def _depth(parents: Sequence[int], node: int) -> int:
+    """Levels between `node` and the root."""
+    d = 0
+    while node > 0:
+        node, d = parents[node], d + 1
+    return d

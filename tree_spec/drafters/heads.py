@@ -90,14 +90,20 @@ class RecurrentHead(nn.Module):
         positions: torch.Tensor,
         cache: KVCache | None,
         mask: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """feature, embedding [B, T, C]; positions [T]; mask [T, S] bool over (cached + new) keys.
 
+        rope: (cos, sin) tables [P, head_dim] of positions 0..P-1 (`rope_cos_sin` of `arange(P)`), looked up
+        instead of computing the angles (the same values); None computes them.
         Writes the T new K/V into `cache` (if given; anything with KVCache's `write` / `advance`,
         e.g. the autograd-safe `train_heads.ConcatCache`) and advances it. Returns the features [B, T, C]
         of the T tokens (feed them to `target.logits_from_hidden` for the next token's logits).
         """
-        cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta)
+        if rope is None:
+            cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta)
+        else:
+            cos, sin = rope[0][positions][None, :, None], rope[1][positions][None, :, None]  # [1, T, 1, D]
         out = self.layer(self.combine(feature, embedding), cos, sin, cache, mask)
         if cache is not None:
             cache.advance(feature.shape[1])
