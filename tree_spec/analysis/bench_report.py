@@ -21,6 +21,12 @@ def _depths(values: list[float] | None) -> str:
     return "—" if not values else " / ".join(f"{v:.2f}" for v in values)
 
 
+def _call(c: dict) -> str:
+    """A reconciliation row's median draft call: "ms (decode steps)", or — without level-wise calls."""
+    ms = c.get("draft_call_ms_median")
+    return "—" if ms is None else f"{ms:.2f} ({c['draft_call_decode_steps']:.2f})"
+
+
 MODEL_BASED = ("small model", "quantized self", "Medusa", "EAGLE", "MTP")
 
 
@@ -97,13 +103,15 @@ def markdown(result: dict) -> str:
             "1 + Σ_d acceptance at depth d (trees). Predicted ms/token = (prefills from the curve + "
             "(tokens − prompts) / τ̂ × (draft ms per pass + verify ms per pass from the curve at each pass's node "
             f"count)) / tokens. Draft ms per pass: {clock} inside the drafter's calls in this run. Overhead = "
-            "measured total − prefill − verify forwards − drafter work, per pass (not in the model). "
+            "measured total − prefill − verify forwards − drafter work, per pass (not in the model); its median: "
+            "the same per verify pass (per decode step for plain), the median over passes. Draft call: the median "
+            "ms of one drafter call (one tree level), and in decode steps (the curve at 1 token). "
             f"Gap = predicted / measured − 1; rows outside ±{TOLERANCE:.0%} say which term is off.",
             "",
             "| method | form | per-depth acceptance | τ̂ per pass | measured τ per pass | nodes/pass | draft ms/pass | "
-            "verify ms/pass (curve) | verify ms/pass (measured) | overhead ms/pass | predicted ms/token | "
-            "measured ms/token | gap | note |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "verify ms/pass (curve) | verify ms/pass (measured) | overhead ms/pass | overhead ms/pass (median) | "
+            "draft call ms (decode steps) | predicted ms/token | measured ms/token | gap | note |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in result["rows"]:
             c = r.get("reconciliation")
@@ -113,7 +121,8 @@ def markdown(result: dict) -> str:
                 f"| {r['method']} | {r['form']} | {_depths(c['per_depth'])} | {c['predicted_tau']:.2f} | "
                 f"{c['measured_tau_per_pass']:.2f} | {c['nodes_per_pass']:.1f} | {c['draft_ms_per_pass']:.2f} | "
                 f"{c['verify_ms_per_pass_curve']:.2f} | {c['verify_ms_per_pass_measured']:.2f} | "
-                f"{c['overhead_ms_per_pass']:.2f} | {c['predicted_ms_per_token']:.2f} | "
+                f"{c['overhead_ms_per_pass']:.2f} | {c['overhead_ms_median']:.3f} | {_call(c)} | "
+                f"{c['predicted_ms_per_token']:.2f} | "
                 f"{c['measured_ms_per_token']:.2f} | {c['gap']:+.1%} | {c['note']} |"
             )
         lines += ["", "The transformers baselines run their own loop (not instrumented): no reconciliation row."]

@@ -2,6 +2,7 @@
 its measured acceptance and the target's cost curve."""
 from __future__ import annotations
 
+import statistics
 import time
 
 from tqdm.auto import tqdm
@@ -81,6 +82,8 @@ def reconcile(method: Method, curve: CostCurve) -> dict | None:
     measured = split.total_ms / t["tokens"]
     verify_measured = split.forward_ms / passes
     overhead = split.rest_ms / passes
+    calls = [ms for method, _, ms in split.draft_calls if method == "next_logits"]
+    call_ms = statistics.median(calls) if calls else None
     gap = predicted / measured - 1
     note = "within ±15 %"
     if abs(gap) > TOLERANCE:
@@ -101,7 +104,9 @@ def reconcile(method: Method, curve: CostCurve) -> dict | None:
         predicted_tau=tau, measured_tau_per_pass=(t["tokens"] - t["prompts"]) / passes,
         nodes_per_pass=sum(n * c for n, c in split.forward_sizes.items()) / passes,
         draft_ms_per_pass=draft, verify_ms_per_pass_curve=verify_curve, verify_ms_per_pass_measured=verify_measured,
-        overhead_ms_per_pass=overhead, predicted_ms_per_token=predicted, measured_ms_per_token=measured, gap=gap,
+        overhead_ms_per_pass=overhead, overhead_ms_median=statistics.median(split.pass_overhead_ms),
+        draft_call_ms_median=call_ms, draft_call_decode_steps=None if call_ms is None else call_ms / curve.ms(1),
+        predicted_ms_per_token=predicted, measured_ms_per_token=measured, gap=gap,
         note=note,
     )
 

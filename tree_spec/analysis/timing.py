@@ -31,7 +31,8 @@ class TimeSplit:
     passes (speculative). Sizes are new tokens per row. draft_calls: one
     (method, frontier width or 0, ms) per drafter call: "next_logits" for each level a level-wise drafter drafts,
     "propose" for a proposer that drafts a whole tree at once, "observe" for taking the target's features.
-    `rest_ms` is everything else the loop did: tree building, sampling, acceptance, cache moves, Python.
+    `rest_ms` is everything else the loop did: tree building, sampling, acceptance, cache moves, Python;
+    pass_overhead_ms: that rest per verify pass (per decode step for plain decoding), one entry each.
     """
 
     total_ms: float = 0.0
@@ -40,6 +41,7 @@ class TimeSplit:
     prefill_sizes: Counter = field(default_factory=Counter)   # new tokens per row of a prefill -> prefills
     forward_sizes: Counter = field(default_factory=Counter)   # new tokens per row of a later forward -> forwards
     draft_calls: list = field(default_factory=list)
+    pass_overhead_ms: list = field(default_factory=list)
 
     @property
     def forwards(self) -> int:
@@ -59,12 +61,20 @@ class TimeSplit:
         """JSON-ready: the fields (counters as {size: count}), and rest_ms."""
         return dict(total_ms=self.total_ms, prefill_ms=self.prefill_ms, forward_ms=self.forward_ms,
                     draft_ms=self.draft_ms, rest_ms=self.rest_ms, prefill_sizes=dict(self.prefill_sizes),
-                    forward_sizes=dict(self.forward_sizes), draft_calls=[list(c) for c in self.draft_calls])
+                    forward_sizes=dict(self.forward_sizes), draft_calls=[list(c) for c in self.draft_calls],
+                    pass_overhead_ms=list(self.pass_overhead_ms))
 
     def __add__(self, other: TimeSplit) -> TimeSplit:
         return TimeSplit(self.total_ms + other.total_ms, self.prefill_ms + other.prefill_ms,
                          self.forward_ms + other.forward_ms, self.prefill_sizes + other.prefill_sizes,
-                         self.forward_sizes + other.forward_sizes, self.draft_calls + other.draft_calls)
+                         self.forward_sizes + other.forward_sizes, self.draft_calls + other.draft_calls,
+                         self.pass_overhead_ms + other.pass_overhead_ms)
+
+
+def _drafter_span(trace: RecordingTrace, index: int) -> bool:
+    """Whether span `index` is drafter work: a "draft_call", an "observe", or a "draft" with no call inside."""
+    s = trace.spans[index]
+    return s.kind in ("draft_call", "observe") or (s.kind == "draft" and not trace.children(index))
 
 
 def drafter_calls(trace: RecordingTrace) -> list[tuple[str, int, float]]:
@@ -72,11 +82,25 @@ def drafter_calls(trace: RecordingTrace) -> list[tuple[str, int, float]]:
     "draft" span without one inside as ("propose", 0), an "observe" span as ("observe", 0)."""
     calls = []
     for i, s in enumerate(trace.spans):
-        if s.kind == "draft_call":
-            calls.append(("next_logits", s.info.get("width", 0), s.ms))
-        elif s.kind == "observe" or (s.kind == "draft" and not trace.children(i)):
-            calls.append(("observe" if s.kind == "observe" else "propose", 0, s.ms))
+        if _drafter_span(trace, i):
+            method = {"draft_call": "next_logits", "observe": "observe"}.get(s.kind, "propose")
+            calls.append((method, s.info.get("width", 0), s.ms))
     return calls
+
+
+def pass_overheads(trace: RecordingTrace) -> list[float]:
+    """ms of loop work outside the model and the drafter in each verify pass (each decode step of plain decoding):
+    from the end of the previous top-level target forward (the prefill for the first pass) to the end of this
+    one, less this forward and the drafter's spans in between."""
+    overheads, mark, drafter_ms = [], None, 0.0
+    for i, s in enumerate(trace.spans):
+        if s.parent is None and s.kind in FORWARD_KINDS:
+            if mark is not None:
+                overheads.append(s.end_ms - mark - s.ms - drafter_ms)
+            mark, drafter_ms = s.end_ms, 0.0
+        elif _drafter_span(trace, i):
+            drafter_ms += s.ms
+    return overheads
 
 
 def split_of(trace: RecordingTrace, total_ms: float) -> TimeSplit:
@@ -88,7 +112,7 @@ def split_of(trace: RecordingTrace, total_ms: float) -> TimeSplit:
         if s.parent is None and s.kind in FORWARD_KINDS:
             hooked = [c for c in trace.children(i) if c.kind == "forward"]
             forwards.append(((hooked[0] if hooked else s).info.get("tokens", 0), s.ms))
-    split = TimeSplit(total_ms, draft_calls=drafter_calls(trace))
+    split = TimeSplit(total_ms, draft_calls=drafter_calls(trace), pass_overhead_ms=pass_overheads(trace))
     if forwards:
         split.prefill_ms, split.prefill_sizes = forwards[0][1], Counter([forwards[0][0]])
         split.forward_ms, split.forward_sizes = sum(ms for _, ms in forwards[1:]), Counter(n for n, _ in forwards[1:])
