@@ -235,6 +235,27 @@ def test_batch_panel_reproduces_the_h100_roofline_rows():
     assert panel.result["compute_bound"]
 
 
+def test_readme_reference_figures_are_the_ones_the_code_uses():
+    """The README's Reference figures table states the H100 batch table and the Qwen3-0.6B run as the code has them."""
+    import re
+
+    from tree_spec.analysis.experiment import REFERENCE
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Reference figures", 1)[1].split("\n## ", 1)[0]
+    row = next(line for line in section.splitlines() if line.startswith("| H100 batch table |"))
+    numbers = lambda label: [float(x) for x in re.search(label + r" ([\d./ ]+)", row).group(1).split(" / ")]
+    table = speedup_table()
+    assert numbers("batch") == [r.batch for r in table]
+    assert numbers("decode step") == [round(r.decode_ms, 2) for r in table]
+    assert numbers(r"verify step \(5 tokens per sequence\)") == [round(r.verify_ms, 2) for r in table]
+    assert numbers("speedup") == [round(r.speedup, 2) for r in table]
+    run = next(line for line in section.splitlines() if line.startswith("| Qwen3-0.6B chain vs tree |"))
+    for name in ("chain", "tree"):
+        ref = REFERENCE[name]
+        assert f"{ref['nodes']} " in run and f"{ref['target_calls']} " in run and f"τ = {ref['tau']:.2f}" in run
+
+
 def test_break_even_alpha_rises_with_batch():
     evens = [batch_report(b)["break_even_alpha"] for b in (1, 16, 64, 128, 256)]
     assert evens[0] == pytest.approx(evens[1])  # both memory-bound: verifying k + 1 tokens is free

@@ -159,7 +159,8 @@ def tree_expected_tokens(branching: Sequence[int], hit_rate: float) -> float:
 class Roofline:
     """A model on a GPU; defaults: Qwen2.5-7B (bf16) on an H100 (3.35 TB/s, 989 dense bf16 TFLOP/s).
 
-    kv_bytes_per_token = 28 layers * 2 (K, V) * 4 KV heads * 128 dims * 2 bytes = 57,344.
+    kv_bytes_per_token = 28 layers * 2 (K, V) * 4 KV heads * 128 dims * 2 bytes = 57,344. A worked example,
+    not a measurement: where each input comes from is in the README's Reference figures table.
     """
 
     params: float = 7.6e9
