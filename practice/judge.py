@@ -1,4 +1,4 @@
-"""Practice judge: `python practice/judge.py [list|start N|test N [file]|hint N|solution N|check|doctor|record]`.
+"""Practice judge: `python practice/judge.py [list|start N|test N [file]|hint N|solution N|check|doctor|record|capstone]`.
 
 With no subcommand it continues with the next unsolved exercise. See practice/README.md.
 """

@@ -8,7 +8,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import references, report
+from . import capstone_status, references, report
 from .catalog import Exercise, discover, resolve
 from .grading import grade_file, graded_on, reference_problem
 from .progress import Progress
@@ -36,6 +36,7 @@ def cmd_list(settings: Settings, exercises: list[Exercise]) -> int:
     for ex in exercises:
         status = "solved" if ex.name in progress.passed else "started" if workspace_file(settings, ex).exists() else ""
         print(f"  {ex.number:2d}  {ex.slug:<22} {status:<8} {ex.title}")
+    print(capstone_status.list_line(settings, len(exercises) + 1))
     print(report.progress_bar(sum(ex.name in progress.passed for ex in exercises), len(exercises)))
     return 0
 
@@ -217,6 +218,12 @@ def cmd_continue(settings: Settings, exercises: list[Exercise]) -> int:
     return cmd_start(settings, ex)
 
 
+def cmd_capstone(settings: Settings, solutions: bool, fast: bool, pieces: list[str]) -> int:
+    from .capstone import command  # imports torch and the models: only for this command
+
+    return command(settings, solutions, fast, pieces)
+
+
 def to_record(settings: Settings, exercises: list[Exercise], only: list[str], stale: bool) -> list[Exercise]:
     chosen = [resolve(exercises, key) for key in only] or exercises
     return out_of_date(settings, chosen) if stale else chosen
@@ -248,6 +255,10 @@ def parser() -> argparse.ArgumentParser:
     record.add_argument("only", nargs="*", help="exercises to record (default: all)")
     record.add_argument("--stale", action="store_true", help="only those whose reference is missing or out of date")
     record.add_argument("--device", default="auto", help="auto (cuda when present, else cpu), cpu or cuda")
+    cap = sub.add_parser("capstone", help="your passing pieces assembled into one speculative decoder, run and timed")
+    cap.add_argument("--solutions", action="store_true", help="maintainer: assemble the shipped solutions")
+    cap.add_argument("--fast", action="store_true", help="2 prompts x 24 tokens, 300 samples (the test suite's mode)")
+    cap.add_argument("--piece", action="append", default=[], metavar="NN=FILE", help="take piece NN from FILE")
     return p
 
 
@@ -269,6 +280,7 @@ def main(argv: list[str]) -> int:
         "solution": lambda: cmd_solution(settings, ex, args.force),
         "check": lambda: cmd_check(settings, exercises),
         "doctor": lambda: cmd_doctor(settings, exercises),
+        "capstone": lambda: cmd_capstone(settings, args.solutions, args.fast, args.piece),
         "record": lambda: cmd_record(settings, to_record(settings, exercises, args.only, args.stale), args.device),
     }
     return commands[args.command]()
