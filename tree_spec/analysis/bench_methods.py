@@ -23,7 +23,8 @@ from ..drafters.lookahead import LookaheadDrafter
 from ..drafters.model import ModelDrafter, QuantizedSelfDrafter
 from ..drafters.ngram import NGramDrafter
 from .timing import TimeSplit
-from .tuned import CONFIDENCE_STOP, TUNED_DIR, load_tuned, tuned_drafter
+from .dynamic_search import FIXED_DYNAMIC, dynamic_text
+from .tuned import CONFIDENCE_STOP, TUNED_DIR, load_tuned, tuned_drafter, tuned_dynamic
 
 Runner = Callable[[list[int], int, float, int, Trace], tuple[list[int], SpecOutput | None]]
 
@@ -31,7 +32,7 @@ CHAIN_K = 4
 SMALL_TREE = [2, 2, 1, 1]
 MEDUSA_TREE = [3, 2, 2, 1]
 EAGLE_TREE = [3, 2, 1, 1, 1]
-DYNAMIC = dict(depth=6, width=4, total_tokens=24)
+DYNAMIC = FIXED_DYNAMIC
 FALLBACK_CHAIN_K = 3  # shape rows for EAGLE-1 and MTP when no tuned shape was saved
 # bench drafter -> its name in tree_spec.analysis.tune (models/tuned/<name>.json)
 TUNE_NAMES = {"small": "small-model", "int4": "int4-self", "medusa": "medusa", "eagle": "eagle", "eagle3": "eagle3",
@@ -108,11 +109,22 @@ def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path
             target, drafter, p, n, branching=branching, sampling=_sampling(t, s, target.device), trace=trace))
         return Method(name, form or f"tree {list(branching)}", run, drafter, shape=tuple(branching))
 
-    def dynamic(drafter, name):
+    def dynamic(drafter, name, setting=DYNAMIC, form=None):
         run = lambda p, n, t, s, trace: _spec(dynamic_tree_speculative_generate(  # noqa: E731
-            target, drafter, p, n, **DYNAMIC, sampling=_sampling(t, s, target.device), trace=trace))
-        form = f"dynamic tree (depth {DYNAMIC['depth']}, width {DYNAMIC['width']}, {DYNAMIC['total_tokens']} tokens)"
-        return Method(name, form, run, drafter)
+            target, drafter, p, n, **setting, sampling=_sampling(t, s, target.device), trace=trace))
+        return Method(name, form or dynamic_text(setting), run, drafter)
+
+    def tuned_dynamic_row(kind, name, fixed: Method):
+        found = tuned_dynamic(kind, target, heads_dir, tuned_dir, model_name) if tuned_dir else None
+        if found is None:
+            return
+        drafter, setting = found
+        vocab = drafter.draft_vocab
+        if setting == DYNAMIC and vocab is None:
+            fixed.form += " (= tuned)"
+            return
+        extra = f", draft vocab {len(vocab)}" if vocab is not None else ""
+        methods.append(dynamic(drafter, f"{name} (tuned)", setting, f"{dynamic_text(setting)} (tuned{extra})"))
 
     def with_tuned(key, name, drafter, fixed: Method, fallback_k: int | None = None):
         methods.append(fixed)
@@ -162,10 +174,13 @@ def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path
             continue
         drafter = load_head(folder, target)
         tuned_key = None if name == "EAGLE-2" else kind  # EAGLE-2's tuned rival is EAGLE-1's tuned static tree
+        fixed = make(drafter, name)
         if tuned_key is None:
-            methods.append(make(drafter, name))
+            methods.append(fixed)
         else:
-            with_tuned(tuned_key, name, drafter, make(drafter, name), fallback)
+            with_tuned(tuned_key, name, drafter, fixed, fallback)
+        if make is dynamic:  # EAGLE-2 and EAGLE-3: the tuned dynamic tree beside the fixed one
+            tuned_dynamic_row(kind, name, fixed)
         if confidence_row:
             methods.append(confident_chain(kind, tuned[kind][0] if kind in tuned else drafter, f"{name}, confidence stop"))
     return methods, skipped

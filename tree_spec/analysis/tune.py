@@ -43,11 +43,12 @@ from mini_llm.load import MODELS_DIR, resolve_model_path
 
 from .clocks import hardware_name, one_thread
 from .curve import CostCurve, measure_target_costs
+from .dynamic_search import dynamic_text, tune_dynamic
 from .prompts import held_out_prompts
 from .ranks import measure_rank_profile
 from .search import ALSO_VALIDATED, CONFIDENCE_DRAFTERS, FIXED_SHAPES, choose, rank_shapes, shape_text, tune_confidence_stop, validate
 from .step_costs import draft_call_breakdown, measure_costs
-from .tuned import DRAFTERS, HEAD_FOLDERS, TUNED_DIR, make_drafter, token_order
+from .tuned import DRAFTERS, DYNAMIC_DRAFTERS, HEAD_FOLDERS, TUNED_DIR, make_drafter, token_order
 
 
 def tune_drafter(
@@ -125,6 +126,31 @@ def tune_drafter(
     )
 
 
+def dynamic_for(name: str, target: Transformer, tokenizer, model_name: str, curve: CostCurve,
+                args: argparse.Namespace) -> dict:
+    """EAGLE-2's tuned setting for head drafter `name` (`dynamic_search.tune_dynamic`), full and reduced vocabularies."""
+    order = token_order(model_name, tokenizer, target.cfg.vocab_size)
+    sizes = [n for n in args.vocab if 0 < n < target.cfg.vocab_size]
+    drafters = {n: make_drafter(name, target, args.draft, args.heads, torch.tensor(order[:n]) if n else None)
+                for n in [None, *sizes]}
+    every = held_out_prompts(tokenizer, args.prompts + args.validate_prompts)
+    print(f"\n{name}: EAGLE-2 dynamic tree, validation on {args.validate_prompts} held-out prompts:")
+    with one_thread():
+        return tune_dynamic(name, target, drafters, every[:args.prompts], every[args.prompts:] or every[:2], curve, args)
+
+
+def save_dynamic(name: str, target: Transformer, tokenizer, curve: CostCurve, model_name: str,
+                 args: argparse.Namespace, out: Path) -> dict:
+    """Tune EAGLE-2's setting for `name` and write it into its saved tuning (models/tuned/<name>.json)."""
+    path = out / f"{name}.json"
+    result = json.loads(path.read_text()) if path.is_file() else dict(drafter=name, target=model_name)
+    result["dynamic"] = dynamic_for(name, target, tokenizer, model_name, curve, args)
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"{name}: EAGLE-2 {dynamic_text(result['dynamic'])}, draft vocabulary "
+          f"{result['dynamic']['draft_vocab'] or 'full'} -> {path}")
+    return result
+
+
 def _cost_shapes(depth: int) -> list[list[int]]:
     """Shapes whose runs fit the draft-cost line: a chain, a wide first level, a wide deep tree."""
     return [[1] * min(4, depth), [4, 2, 2, 1][:depth], [2, 2, 2, 2, 1, 1][:depth]]
@@ -150,6 +176,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     p.add_argument("--top", type=int, default=8)
     p.add_argument("--curve", default=None, help="cost-curve JSON (default: measure it now, in this process)")
     p.add_argument("--out", default=str(TUNED_DIR))
+    p.add_argument("--dynamic-only", action="store_true",
+                   help="only (re)tune EAGLE-2's dynamic tree of eagle / eagle3, kept beside their saved shapes")
     p.add_argument("--breakdown", action="store_true",
                    help="only print where each head drafter's call time goes, full vs reduced vocabularies")
     args = p.parse_args(argv)
@@ -179,8 +207,14 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
     saved = []
     for name in args.drafter:
+        if args.dynamic_only:
+            if name in DYNAMIC_DRAFTERS:
+                saved.append(save_dynamic(name, target, tokenizer, curve, model_name, args, out))
+            continue
         try:
             result = tune_drafter(name, target, tokenizer, curve, model_name, args)
+            if name in DYNAMIC_DRAFTERS:
+                result["dynamic"] = dynamic_for(name, target, tokenizer, model_name, curve, args)
         except (FileNotFoundError, ValueError) as err:
             print(f"{name}: skipped ({err})")
             continue

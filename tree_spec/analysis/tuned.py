@@ -23,6 +23,7 @@ from .ranks import RankProfile
 TUNED_DIR = MODELS_DIR / "tuned"
 DRAFTERS = ("small-model", "int4-self", "medusa", "eagle", "eagle3", "mtp")
 HEAD_FOLDERS = {"medusa": "medusa", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp"}
+DYNAMIC_DRAFTERS = ("eagle", "eagle3")  # drafters whose EAGLE-2 dynamic tree is tuned too (the "dynamic" entry)
 # EAGLE-2's confidence rule on a chain: draft up to k while the draft's path probability (its estimate of the
 # chance that every draft so far is accepted) stays >= min_path_prob. Another draft pays when that chance times
 # what a token is worth beats a draft call: on the reference CPU a head call costs ~0.9 ms and a token ~3 ms,
@@ -92,8 +93,26 @@ def tuned_drafter(name: str, target: Transformer, draft: Transformer | str | Non
     tuned = load_tuned(name, folder)
     if tuned is None or tuned.get("target") != model_name:
         return None
-    vocab = None
-    if tuned.get("draft_vocab"):
-        order = json.loads((Path(folder) / f"token_frequency-{Path(model_name).name}.json").read_text())["order"]
-        vocab = torch.tensor(order[:tuned["draft_vocab"]], device="cpu")
+    vocab = _saved_vocab(tuned.get("draft_vocab"), folder, model_name)
     return make_drafter(name, target, draft, heads_dir, vocab), list(tuned["branching"])
+
+
+def tuned_dynamic(name: str, target: Transformer, heads_dir: str | Path = MODELS_DIR / "heads",
+                  folder: str | Path = TUNED_DIR, model_name: str = "tiny-qwen3") -> tuple[Drafter, dict] | None:
+    """(head drafter with its tuned draft vocabulary, {depth, width, total_tokens}) of EAGLE-2's tuned dynamic tree
+    (the "dynamic" entry of models/tuned/<name>.json); None when none was tuned for this target."""
+    tuned = load_tuned(name, folder)
+    if tuned is None or tuned.get("target") != model_name or not tuned.get("dynamic"):
+        return None
+    saved = tuned["dynamic"]
+    vocab = _saved_vocab(saved.get("draft_vocab"), folder, model_name)
+    setting = {k: saved[k] for k in ("depth", "width", "total_tokens")}
+    return make_drafter(name, target, None, heads_dir, vocab), setting
+
+
+def _saved_vocab(size: int | None, folder: str | Path, model_name: str) -> torch.Tensor | None:
+    """The `size` most frequent target tokens saved beside the tunings (None: the full vocabulary)."""
+    if not size:
+        return None
+    order = json.loads((Path(folder) / f"token_frequency-{Path(model_name).name}.json").read_text())["order"]
+    return torch.tensor(order[:size], device="cpu")

@@ -150,10 +150,31 @@ def build_dynamic_tree(
     `sampling.top_k` truncates the draft distribution as everywhere else; the expansion width is `width`."""
     depth, width, total_tokens = as_int(depth, "depth"), as_int(width, "width"), as_int(total_tokens, "total_tokens")
     DynamicShape(depth, width, total_tokens)  # validates them
+    tokens, parents, score, depth_of, rows = expand_candidates(drafter, context, root, depth if total_tokens else 0,
+                                                               width, sampling, trace)
+    best = rerank(torch.tensor(score[1:], dtype=torch.float64), torch.tensor(depth_of[1:]), total_tokens)
+    keep = [0] + (best + 1).tolist()
+    new_id = {old: new for new, old in enumerate(keep)}
+    tree = DraftTree([tokens[i] for i in keep], [new_id[parents[i]] if i else -1 for i in keep])
+    if not sampling.greedy:
+        tree.draft_probs = torch.zeros(len(keep), drafter.vocab_size, device=drafter.device)
+        for old, new in new_id.items():
+            if old in rows:
+                tree.draft_probs[new] = rows[old]
+    return tree
+
+
+def expand_candidates(
+    drafter: LevelDrafter, context: Sequence[int], root: int, depth: int, width: int,
+    sampling: SamplingParams = GREEDY, trace: Trace = NO_TRACE,
+) -> tuple[list[int], list[int], list[float], list[int], dict[int, torch.Tensor]]:
+    """EAGLE-2's expansion, before reranking: `depth` levels, the `width` best nodes of each level given `width`
+    children -> every candidate's (tokens, parents, score, depth) with the root at index 0, and (sampling) the
+    distribution [V] each expanded node's children were drawn from."""
     tokens, parents, score, depth_of = [int(root)], [-1], [0.0], [0]
     rows: dict[int, torch.Tensor] = {}
     frontier = [0]
-    for _ in range(depth if total_tokens else 0):
+    for _ in range(depth):
         logits = _level(drafter, context, tokens, parents, frontier, trace)  # [len(frontier), V]
         if sampling.greedy:  # the top-width children and their log-probabilities, one topk
             top = torch.log_softmax(logits.float(), dim=-1).topk(min(width, logits.shape[-1]), dim=-1)
@@ -176,28 +197,23 @@ def build_dynamic_tree(
                 depth_of.append(depth_of[node] + 1)
                 level.append(len(tokens) - 1)
         frontier = sorted(sorted(level, key=lambda i: -score[i])[:width])
-    best = rerank(torch.tensor(score[1:], dtype=torch.float64), torch.tensor(depth_of[1:]), total_tokens)
-    keep = [0] + (best + 1).tolist()
-    new_id = {old: new for new, old in enumerate(keep)}
-    tree = DraftTree([tokens[i] for i in keep], [new_id[parents[i]] if i else -1 for i in keep])
-    if not sampling.greedy:
-        tree.draft_probs = torch.zeros(len(keep), drafter.vocab_size, device=drafter.device)
-        for old, new in new_id.items():
-            if old in rows:
-                tree.draft_probs[new] = rows[old]
-    return tree
+    return tokens, parents, score, depth_of, rows
 
 
 TIE_BREAK = 1e-6  # subtracted per level from a candidate's score, so a child never ties its parent in `rerank`
 
 
+def rerank_order(scores: torch.Tensor, depths: torch.Tensor) -> torch.Tensor:
+    """Candidates [M] best first by EAGLE-2's reranking key (score, less TIE_BREAK per level; ties: lower index)."""
+    return torch.sort(scores - TIE_BREAK * depths, descending=True, stable=True).indices
+
+
 def rerank(scores: torch.Tensor, depths: torch.Tensor, total_tokens: int) -> torch.Tensor:
     """EAGLE-2's reranking, no host read: candidate scores [M] (cumulative draft log-probabilities) and depths [M]
-    -> the indices [min(M, total_tokens)] of the best candidates, ascending.
+    -> the indices [min(M, total_tokens)] of the best candidates (`rerank_order`'s first), ascending.
 
     Candidates must be numbered parents before children and siblings in draw order. A child scores below its
     parent (strictly, after the tie-break) and a sibling no higher than the one drawn before it (ties go to the
     lower index), so the kept set holds every kept node's parent and earlier siblings: it is a tree.
     """
-    order = torch.sort(scores - TIE_BREAK * depths, descending=True, stable=True).indices
-    return order[:total_tokens].sort().values
+    return rerank_order(scores, depths)[:total_tokens].sort().values
