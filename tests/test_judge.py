@@ -91,7 +91,7 @@ POINTED = {
     ("08-speedup-math", "near_one.py"): ["close to 1", "alpha == 1 exactly"],
     ("09-compact-path", "first_row_only.py"): ["only batch row 0"],
     ("09-compact-path", "mutates_path.py"): ["modified the caller's `path`"],
-    ("10-tree-forward", "fixed_cache.py"): ["Case 10 of 10 ('chapter tree after a 150-token prefix') raised",
+    ("10-tree-forward", "fixed_cache.py"): ["Case 10 of 10 ('six-node tree after a 150-token prefix') raised",
                                             "KV cache overflow"],
     ("10-tree-forward", "mutates_prefix.py"): ["modified the caller's `prefix`"],
     ("11-draft-tree", "pops_branching.py"): ["modified the caller's `branching`"],

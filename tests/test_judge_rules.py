@@ -181,7 +181,7 @@ def test_forwards_are_counted_even_when_the_models_own_hooks_are_cleared():
     needs_model(ex)
     cases, solution, data = solution_and_data(ex)
     ctx = context()
-    case = next(c for c in cases.cases(ctx) if c.name == "chapter tree")
+    case = next(c for c in cases.cases(ctx) if c.name == "six-node tree")
 
     def per_node(model, prefix, tokens, parents):
         model.embed_tokens._forward_pre_hooks.clear()

@@ -14,7 +14,7 @@ NEEDS_MODEL = False
 
 TREES = {
     "chain": [-1, 0, 1, 2, 3],
-    "chapter tree": [-1, 0, 0, 1, 1, 2],
+    "six-node tree": [-1, 0, 0, 1, 1, 2],
     "wide tree [2,2,1,1]": [-1, 0, 0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 8, 9, 10],
     "deep uneven tree": [-1, 0, 1, 1, 0, 4, 2, 6, 3, 5],
     **dict(tree_suite(seed=1)),
@@ -23,7 +23,7 @@ TREES = {
 RULES = {
     "bool [n, n] (shape and dtype torch.bool)": list(TREES),
     "node i attends to itself (the diagonal)": list(TREES),
-    "never to siblings or cousins": ["chapter tree", "wide tree [2,2,1,1]", "wide star of 12"],
+    "never to siblings or cousins": ["six-node tree", "wide tree [2,2,1,1]", "wide star of 12"],
     "never to descendants (row i = node i's ancestors)": ["chain", "deep chain of 9"],
     "every ancestor, not only the parent, however deep": ["deep chain of 9", "deep random tree of 20"],
     "a one-node tree": ["single node"],

@@ -12,7 +12,7 @@ FUNCTIONS = ("depths_and_positions",)
 NEEDS_MODEL = False
 
 TREES = [
-    ("chapter tree", [-1, 0, 0, 1, 1, 2], 5),
+    ("six-node tree", [-1, 0, 0, 1, 1, 2], 5),
     ("chain", [-1, 0, 1, 2], 12),
     ("wide tree [2,2,1,1]", [-1, 0, 0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 8, 9, 10], 30),
     ("uneven tree", [-1, 0, 1, 1, 0, 4, 2, 6, 3, 5], 0),
@@ -22,7 +22,7 @@ RULES = {
     "the root has depth 0": [name for name, _, _ in TREES],
     "a node's depth is its parent's + 1, however deep": ["chain", "deep chain of 9", "deep random tree of 20"],
     "position = prefix_len + depth (the root at prefix_len)": [name for name, _, _ in TREES],
-    "siblings share a position (depth, not index)": ["chapter tree", "wide star of 12", "random tree of 12"],
+    "siblings share a position (depth, not index)": ["six-node tree", "wide star of 12", "random tree of 12"],
     "depths a list of ints, positions an int64 tensor": [name for name, _, _ in TREES],
     "prefix_len 0 and a one-node tree": ["uneven tree", "single node"],
     "any size (no fixed buffer)": ["random tree of 70"],

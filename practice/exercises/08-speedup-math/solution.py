@@ -11,6 +11,6 @@ def speedup(alpha: float, k: int, c: float) -> float:
 
 
 def break_even_alpha(verify_overhead: float, k: int) -> float:
-    """The acceptance ratio r (accepted / proposed; the card calls it alpha) at which
+    """The acceptance ratio r (accepted / proposed; often loosely called alpha) at which
     (1 + k * r) / (1 + verify_overhead) = 1."""
     return verify_overhead / k

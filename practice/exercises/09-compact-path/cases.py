@@ -40,10 +40,10 @@ class NoCompactCache(KVCache):
 
 
 def cases(ctx: Context) -> list[Case]:
-    chapter = {"parents": PARENTS, "tree": TREE, "batch": 1}
-    return [Case(f"path {p}", {**chapter, "path": p}, f"tree parents={PARENTS}, prefix of {len(PREFIX)} tokens")
+    six_node = {"parents": PARENTS, "tree": TREE, "batch": 1}
+    return [Case(f"path {p}", {**six_node, "path": p}, f"tree parents={PARENTS}, prefix of {len(PREFIX)} tokens")
             for p in ([0, 2, 5], [0, 1, 4], [0, 1, 3], [0])] + [
-        Case("two batch rows, path [0, 2, 5]", {**chapter, "batch": 2, "path": [0, 2, 5]},
+        Case("two batch rows, path [0, 2, 5]", {**six_node, "batch": 2, "path": [0, 2, 5]},
              "a cache with 2 rows: every row keeps the path"),
         Case("deep path", {"parents": DEEP_PARENTS, "tree": DEEP_TREE, "batch": 1, "path": _deepest_path(DEEP_PARENTS)},
              f"path {_deepest_path(DEEP_PARENTS)} of the 14-node tree parents={DEEP_PARENTS}"),

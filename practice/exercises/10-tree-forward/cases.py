@@ -21,7 +21,7 @@ MAX_FORWARDS = 2
 PREFIX = [5, 1203, 48, 733, 12, 2901]
 TREES = [
     ("chain", [-1, 0, 1, 2], [88, 301, 17, 1500]),
-    ("chapter tree", [-1, 0, 0, 1, 1, 2], [415, 12, 96, 2048, 503, 64]),
+    ("six-node tree", [-1, 0, 0, 1, 1, 2], [415, 12, 96, 2048, 503, 64]),
     ("[2,2,1,1] tree", [-1, 0, 0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 8, 9, 10],
      [40, 7, 1001, 250, 251, 36, 3999, 12, 19, 640, 8, 2222, 91, 13, 700]),
 ]
@@ -31,12 +31,12 @@ LONG_PREFIX = [(37 * i + 11) % 4000 for i in range(150)]
 GENERATED = [(name, parents, [(53 * i + 7 * len(parents)) % 4000 for i in range(len(parents))])
              for name, parents in tree_suite(seed=10) if len(parents) <= 31]
 RULES = {
-    "positions prefix_len + depth": ["chapter tree", "[2,2,1,1] tree", "wide star of 12"],
-    "the tree mask (ancestors only)": ["chapter tree", "[2,2,1,1] tree", "static [3, 3, 2] tree"],
+    "positions prefix_len + depth": ["six-node tree", "[2,2,1,1] tree", "wide star of 12"],
+    "the tree mask (ancestors only)": ["six-node tree", "[2,2,1,1] tree", "static [3, 3, 2] tree"],
     "logits [n, V] float32 (atol/rtol 1e-3)": [name for name, _, _ in TREES],
     "ONE forward over the tree (at most 2 in all)": [name for name, _, _ in TREES],
     "a one-node tree, deep trees": ["single node", "deep chain of 9", "deep random tree of 20"],
-    "a cache sized for the inputs (no fixed buffer)": ["chapter tree after a 150-token prefix"],
+    "a cache sized for the inputs (no fixed buffer)": ["six-node tree after a 150-token prefix"],
     "prefix, tokens and parents are not modified (checked after every call)": ["chain"],
 }
 
@@ -44,7 +44,7 @@ RULES = {
 def cases(ctx: Context) -> list[Case]:
     return [Case(name, {"prefix": PREFIX, "tokens": t, "parents": p}, f"parents={p}")
             for name, p, t in TREES + GENERATED] + [
-        Case("chapter tree after a 150-token prefix", {"prefix": LONG_PREFIX, "tokens": TREES[1][2],
+        Case("six-node tree after a 150-token prefix", {"prefix": LONG_PREFIX, "tokens": TREES[1][2],
                                                        "parents": TREES[1][1]}, "a long prefix")]
 
 

@@ -1,4 +1,4 @@
-"""Defaults batch to the chapter's 64 instead of 1."""
+"""Defaults batch to 64 (a serving batch) instead of 1."""
 
 
 def tree_size(branching: list[int], batch: int = 64) -> tuple[int, int]:
