@@ -151,7 +151,10 @@ def tune_dynamic(name: str, target: Transformer, drafters: dict, prompts: Sequen
         ranked += [dict(vocab=key, **r) for r in rank_dynamic(profiles, costs, args.max_nodes)]
     ranked.sort(key=lambda r: r["ms_per_token"])
     setting = lambda r: {k: r[k] for k in FIXED_DYNAMIC}  # noqa: E731
-    candidates = list(dict.fromkeys((r["vocab"], tuple(setting(r).items())) for r in ranked[:args.validate_top]))
+    best_per_depth = {}  # the best predicted setting of each depth, fastest first: distinct trees to validate
+    for r in ranked:
+        best_per_depth.setdefault(r["depth"], r)
+    candidates = [(r["vocab"], tuple(setting(r).items())) for r in list(best_per_depth.values())[:args.validate_top]]
     candidates.append((None, tuple(FIXED_DYNAMIC.items())))
     measured = validate_dynamic(target, drafters, [(k, dict(s)) for k, s in dict.fromkeys(candidates)], cost_prompts,
                                 args.validate_tokens)
