@@ -104,19 +104,22 @@ def record_plain(target: Transformer, prompt_ids: Sequence[int], max_new_tokens:
 
 
 def record_speculative(
-    target: Transformer, drafter: Drafter | Transformer, prompt_ids: Sequence[int], max_new_tokens: int, k: int
+    target: Transformer, drafter: Drafter | Transformer, prompt_ids: Sequence[int], max_new_tokens: int, k: int,
+    min_path_prob: float = 0.0,
 ) -> Timeline:
-    """Greedy `speculative_generate` with its trace recorded: the prefill, every drafter call ("draft_call" spans)
-    and every verify forward. Each verify span carries the tokens that pass committed (accepted drafts + the
-    target's token)."""
+    """Greedy `speculative_generate` (chains of k, or stopped early by `min_path_prob`) with its trace recorded: the
+    prefill, every drafter call ("draft_call" spans) and every verify forward. Each verify span carries the tokens
+    that pass committed (accepted drafts + the target's token)."""
     trace = RecordingTrace(target.device)
     with one_thread():
         t0 = trace.now_ms()
-        out = speculative_generate(target, as_drafter(drafter), list(prompt_ids), max_new_tokens, k=k, trace=trace)
+        out = speculative_generate(target, as_drafter(drafter), list(prompt_ids), max_new_tokens, k=k,
+                                   min_path_prob=min_path_prob, trace=trace)
     spans = _spans(trace, {"prefill": "prefill", "draft_call": "draft", "verify": "verify"}, t0)
     verifies = [s for s in spans if s.kind == "verify"]
     if len(verifies) != len(out.accepted_per_call):
         raise RuntimeError(f"{len(verifies)} verify forwards timed, {len(out.accepted_per_call)} recorded")
     for span, accepted in zip(verifies, out.accepted_per_call):
         span.tokens = accepted + 1
-    return Timeline(f"speculative, k = {k}", spans, out.tokens, out)
+    stop = f", stop below {min_path_prob}" if min_path_prob else ""
+    return Timeline(f"speculative, k = {k}{stop}", spans, out.tokens, out)

@@ -144,9 +144,9 @@ def draw_timeline(plain, speculative, n_tokens: int = 24, ax: Axes | None = None
                 ax.text(x + span.ms / 2, y + 0.38, f"+{span.tokens}", ha="center", va="bottom", fontsize=7)
             done += span.tokens
             if done >= n_tokens:
-                ends[y] = x + span.ms
                 break
-        ax.text(ends.get(y, x + span.ms), y, f"  {done} tokens, {ends.get(y, x + span.ms):.0f} ms", va="center", fontsize=8)
+        ends[y] = x + span.ms  # where this lane stops: at n_tokens, or at its last span if it has fewer
+        ax.text(ends[y], y, f"  {done} tokens, {ends[y]:.0f} ms", va="center", fontsize=8)
     ax.set_yticks([1, 0], [plain.label, speculative.label])
     ax.set(xlabel="thread CPU ms after the prefill", ylim=(-0.6, 1.7), xlim=(0, max(ends.values(), default=1) * 1.18))
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in TIMELINE_COLORS.values()]
