@@ -166,12 +166,17 @@ def test_batch_sweep_counts_every_token_and_finds_where_it_stays_below_one(targe
     assert [p.rows for p in points] == [3, 4]  # every B decodes all 3 prompts (cycled to fill B = 4)
     assert all(p.identical and p.plain_tokens == p.spec_tokens == 6 * p.rows for p in points)
     assert all(p.plain_seconds > 0 and p.spec_seconds > 0 and p.target_calls >= p.batch for p in points)
-    fake = [replace(points[0], batch=b, spec_seconds=points[0].plain_seconds * f) for b, f in ((1, 0.5), (2, 1.25), (4, 0.9))]
+    fake = [replace(points[0], batch=b, spec_seconds=points[0].plain_seconds * f, spec_ms_rounds=(), plain_ms_rounds=())
+            for b, f in ((1, 0.5), (2, 1.25), (4, 0.9))]
     assert [round(p.speedup, 6) for p in fake] == [2.0, 0.8, round(1 / 0.9, 6)]
     assert crossover(fake[:2]) == 2 and crossover(fake[:1]) is None
     assert crossover(fake) is None  # below 1x at B = 2, above at B = 4: a dip, not a crossover
     assert crossover(fake + [replace(fake[1], batch=8), replace(fake[1], batch=16)]) == 8
     assert "| n-gram | 2 |" in batch_table({"n-gram": fake})
+    plain_ms = 1000 * fake[1].plain_seconds  # rounds: plain 1.0x and 1.5x its kept time, speculation 1.25x
+    overlapping = replace(fake[1], plain_ms_rounds=(plain_ms, 1.5 * plain_ms), spec_ms_rounds=(1.25 * plain_ms,))
+    assert overlapping.speedup < 1 and not overlapping.slower_beyond_noise  # slower in the kept runs, not beyond noise
+    assert crossover([fake[0], overlapping]) is None and crossover(fake[:2]) == 2
 
 
 @pytest.mark.parametrize("falling", [True, False], ids=["later-rounds-faster", "earlier-rounds-faster"])

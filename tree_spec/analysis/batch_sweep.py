@@ -51,6 +51,14 @@ class BatchPoint:
         return self.spec_tps / self.plain_tps
 
     @property
+    def slower_beyond_noise(self) -> bool:
+        """Speculation is slower than plain decoding even when its fastest round is set against plain's slowest
+        (with one round each: speedup < 1)."""
+        spec_ms = min(self.spec_ms_rounds, default=1000 * self.spec_seconds)
+        plain_ms = max(self.plain_ms_rounds, default=1000 * self.plain_seconds)
+        return spec_ms / self.spec_tokens > plain_ms / self.plain_tokens
+
+    @property
     def tau(self) -> float:
         """Tokens per target call per row, counting the target's own token (and the prefill call)."""
         return self.spec_tokens / self.target_calls
@@ -146,11 +154,12 @@ def plain_scaling(points: Sequence[BatchPoint]) -> dict[int, float]:
 
 
 def crossover(points: Sequence[BatchPoint]) -> int | None:
-    """The smallest measured batch size from which every speedup (points in batch order) stays below 1x; None
-    if the last one is not. A single dip below 1x followed by a win is timing noise, not a crossover."""
+    """The smallest measured batch size from which speculation stays slower than plain decoding beyond the spread
+    of the rounds (`BatchPoint.slower_beyond_noise`, points in batch order); None if the last point is not. A
+    single dip followed by a win is timing noise, not a crossover."""
     crossing = None
     for p in points:
-        crossing = (crossing or p.batch) if p.speedup < 1 else None
+        crossing = (crossing or p.batch) if p.slower_beyond_noise else None
     return crossing
 
 
@@ -163,7 +172,7 @@ def batch_table(points_by_drafter: dict[str, list[BatchPoint]]) -> str:
             lines.append(f"| {name} | {p.batch} | {p.plain_tps:.0f} | {p.spec_tps:.0f} | {p.speedup:.2f}× | "
                          f"{p.tau:.2f} | {p.acceptance_ratio:.2f} | {'yes' if p.identical else 'NO'} |")
         cross = crossover(points)
-        lines.append(f"| {name}: measured crossover | {cross if cross else 'none'} | | | | | | |")
+        lines.append(f"| {name}: slower from (beyond the rounds' spread) | {cross if cross else 'none'} | | | | | | |")
     return "\n".join(lines)
 
 
