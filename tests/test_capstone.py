@@ -1,5 +1,6 @@
-"""The capstone (practice/judgekit/capstone*.py) in its fast mode: the solutions pass every check, a wrong file
-from an exercise's wrong/ folder fails and is named, and a broken tree sampler fails the sampled check."""
+"""The capstone (practice/judgekit/capstone*.py) in its fast mode: the solutions pass every check; a wrong file from
+an exercise's wrong/ folder fails and is named with its exercise; a broken tree sampler fails the sampled check; a
+piece that never returns is stopped and named. The models are loaded once for the module."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,12 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from practice.judgekit.capstone import Capstone, Plan, run
-from practice.judgekit.capstone_pieces import PieceError, Source, choose
+from practice.judgekit import capstone_pieces
+from practice.judgekit.capstone import Capstone, Models, Plan, run
+from practice.judgekit.capstone_pieces import PieceError, choose
 from practice.judgekit.settings import PRACTICE, Settings
 from tree_spec.analysis.clocks import one_thread
 
 EXERCISES = PRACTICE / "exercises"
+SHORT = Plan(prompts=1, new_tokens=8)  # the greedy rows of the wrong-file tests
+
+
+@pytest.fixture(scope="module")
+def models() -> Models:
+    return Models.load(Settings())
 
 
 @pytest.fixture
@@ -20,9 +28,9 @@ def settings(tmp_path: Path) -> Settings:
     return dataclasses.replace(Settings(), workspace=tmp_path)
 
 
-def test_solutions_pass_every_check(settings: Settings) -> None:
+def test_solutions_pass_every_check(settings: Settings, models: Models) -> None:
     lines: list[str] = []
-    result = run(settings, choose(settings, True, {}), Plan.fast(), lines.append)
+    result = run(settings, choose(settings, True, {}), Plan.fast(), lines.append, models)
     assert result.ok, "\n".join(lines)
     assert all(r.identical == r.pkg_identical == Plan.fast().prompts for r in result.rows)
     assert result.sampling_p is not None and result.sampling_p > 0.001
@@ -30,38 +38,52 @@ def test_solutions_pass_every_check(settings: Settings) -> None:
     assert any(line.strip().startswith("PASS") for line in lines)
 
 
-@pytest.mark.parametrize("key, wrong, label", [
-    ("01", "01-tree-mask/wrong/causal.py", "tree_mask (exercise 01 tree-mask)"),
-    ("03", "03-accept-path/wrong/own_row.py", "accept_greedy (exercise 03 accept-path)"),
-    ("12", "12-ngram-proposer/wrong/oldest_match.py", "propose_ngram (exercise 12 ngram-proposer)"),
+@pytest.mark.parametrize("wrong, where", [
+    ("01-tree-mask/wrong/causal.py", "prompt 0, new token"),
+    ("03-accept-path/wrong/own_row.py", "prompt 0, new token"),
+    ("12-ngram-proposer/wrong/oldest_match.py", "prompt 0, new token"),
+    ("03-accept-path/wrong/four_steps.py", "on a chain of 12 drafts"),  # the acceptance walk's constructed trees
+    ("03-accept-path/wrong/last_duplicate.py", "on 8 levels of 3 siblings"),
+    ("03-accept-path/wrong/mutates_logits.py", "changed target_logits in place"),
 ])
-def test_a_wrong_file_is_named_with_its_exercise(settings: Settings, key: str, wrong: str, label: str) -> None:
+def test_a_wrong_file_is_named_with_its_exercise(settings: Settings, models: Models, wrong: str, where: str) -> None:
+    key = wrong[:2]
+    cap = Capstone(settings, choose(settings, True, {key: EXERCISES / wrong}), SHORT, lambda _: None, models)
     with one_thread():
-        cap = Capstone(settings, choose(settings, True, {key: EXERCISES / wrong}), Plan(prompts=1, new_tokens=16),
-                       lambda _: None)
-        cap.greedy_rows()
+        if where.startswith("prompt"):
+            cap.greedy_rows()
+        cap.accept_walks()
     text = "\n".join(f.text() for f in cap.result.failures)
     assert cap.result.failures and all(f.keys == [key] for f in cap.result.failures), text
-    assert label in text and f"python practice/judge.py test {key}" in text and "prompt 0, new token" in text
+    label = capstone_pieces.BY_KEY[key].label
+    assert label in text and f"python practice/judge.py test {key}" in text and where in text, text
     if key == "01":  # a wrong mask changes the output: the first diverging token is shown
         assert "expected" in text and "got" in text and "(id " in text
 
 
-def _first_child_sampler(tokens, parents, draft_probs, target_probs, generator):
-    """Broken: always accepts the first child (the draft's law, not the target's)."""
-    path = [0]
-    while (kids := [i for i, p in enumerate(parents) if p == path[-1]]):
-        path.append(kids[0])
-    return path, int(target_probs[path[-1]].multinomial(1, generator=generator))
-
-
-def test_broken_sampler_fails_the_sampled_check(settings: Settings) -> None:
-    sources = choose(settings, True, {})
-    sources["07"] = Source("file", None, _first_child_sampler)
+@pytest.mark.parametrize("wrong", ["no_sibling_residual.py"])  # no_q_update fails too (README)
+def test_a_broken_sampler_fails_the_sampled_check(settings: Settings, models: Models, wrong: str) -> None:
+    sources = choose(settings, True, {"07": EXERCISES / "07-tree-rejection" / "wrong" / wrong})
+    cap = Capstone(settings, sources, Plan.fast(), lambda _: None, models)
     with one_thread():
-        cap = Capstone(settings, sources, Plan.fast(), lambda _: None)
-        _, p, _ = cap.sampled()
-    assert p <= 0.001
+        cap.sampled()
+    assert cap.result.sampling_p is not None and cap.result.sampling_p <= 0.001
+    assert [f.keys for f in cap.result.failures] == [["07"]]
+    assert "verify_tree (exercise 07 tree-rejection)" in cap.result.failures[0].text()
+
+
+def test_a_piece_that_never_returns_is_stopped_and_named(settings: Settings, models: Models, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    endless = tmp_path / "mask.py"
+    endless.write_text("def tree_mask(parents):\n    while True:\n        pass\n")
+    monkeypatch.setattr(capstone_pieces, "CALL_LIMIT_S", 0.2)
+    cap = Capstone(settings, choose(settings, True, {"01": endless}), Plan(prompts=1, new_tokens=4), lambda _: None,
+                   models)
+    with one_thread():
+        cap.greedy_rows()
+    text = "\n".join(f.text() for f in cap.result.failures)
+    assert cap.result.failures and all(f.keys == ["01"] for f in cap.result.failures), text
+    assert "tree_mask (exercise 01 tree-mask)" in text and "did not return within 0.2 s" in text, text
 
 
 def test_unusable_piece_is_named(settings: Settings, tmp_path: Path) -> None:

@@ -6,10 +6,12 @@ the embedded model over held-out prompts.
   the package's own loop (`speculate`) with the same drafter beside it, interleaved per prompt in the same run
   (thread CPU time, one torch thread);
 - the tree-forward check: greedy decoding verified by piece 10 (no KV cache);
-- the sampled check: piece 07 inside the loop, Pearson chi-square of short continuations against the exact
-  law of plain sampling (fixed seeds);
+- the acceptance walk: piece 03 against the exercise's rule on constructed trees with deep agreeing paths;
+- the sampled check: piece 07 inside the loop, with a draft far from the target (`ReversedDraft`), Pearson
+  chi-square of short continuations against the exact law of plain sampling (fixed seeds);
 - a summary and a timeline figure in the workspace.
-A divergence is traced to one piece by running the prompt again with only that piece from the learner.
+A divergence is traced to one piece by running the prompt again with only that piece from the learner. Every
+piece call runs under a time limit (`capstone_pieces.time_limit`), so a piece that never returns is named too.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from tree_spec.analysis.stats import chi_square
 from tree_spec.core.contracts import Branching, DynamicShape
 from tree_spec.decoding.loop import speculate
 
-from .capstone_drafters import ConfidentProposer, Eagle2Proposer, NGramProposer, TreeProposer
+from .capstone_drafters import ConfidentProposer, Eagle2Proposer, NGramProposer, ReversedDraft, TreeProposer
 from .capstone_loop import Pieces, Shadow, decode
 from .capstone_pieces import BY_KEY, DRAFT_KEYS, PIECES, VERIFY_KEYS, PieceError, Source, choose, reference
 from .settings import REPO, Settings
@@ -50,11 +52,13 @@ class Plan:
 
     @classmethod
     def fast(cls) -> Plan:
-        return cls(prompts=2, new_tokens=24, tree_forward_prompts=1, samples=300)
+        return cls(prompts=2, new_tokens=16, tree_forward_prompts=1, samples=100)
 
 
 @dataclass
 class Models:
+    """The target, its tokenizer, the small draft model and the shipped MTP and EAGLE heads."""
+
     target: Transformer
     tokenizer: Any
     small: ModelDrafter
@@ -174,12 +178,13 @@ def isolate(run: Callable[[Pieces], list[int]], want: list[int], suspects: list[
 class Capstone:
     """One capstone run: models, prompts, plain decoding, then the rows and checks, in order."""
 
-    def __init__(self, settings: Settings, sources: dict[str, Source], plan: Plan, say: Callable[[str], None]) -> None:
+    def __init__(self, settings: Settings, sources: dict[str, Source], plan: Plan, say: Callable[[str], None],
+                 models: Models | None = None) -> None:
         self.settings, self.plan, self.say = settings, plan, say
         self.refs = {p.key: Source("solution", settings.exercises / p.exercise / "solution.py", reference(settings, p))
                      for p in PIECES}
         self.result = Result(sources)
-        self.m = Models.load(settings)
+        self.m = models or Models.load(settings)
         self.prompts = held_out_prompts(self.m.tokenizer, max(plan.prompts, 2))[:plan.prompts]
 
     def log(self, text: str) -> None:
@@ -271,20 +276,79 @@ class Capstone:
             identical += 1
         return identical
 
-    def sampled(self, seed: int = 0) -> tuple[float, float, int]:
-        """Piece 07 in the loop (small-model draft, 2 children per root): (statistic, p, cells) of the chi-square
-        of `samples` continuations of `sample_tokens` tokens against plain sampling's exact law (T 1, top-k 3)."""
+    def accept_walks(self) -> None:
+        """Piece 03 on `deep_trees` against the exercise's rule (the rows seldom accept more than 4 drafts), and
+        that it leaves target_logits unchanged; only when piece 03 is not the reference."""
+        if not mine(self.result.sources, ("03",)):
+            return
+        trees = deep_trees()
+        for name, tokens, parents, logits in trees:
+            want = self.refs["03"].fn(list(tokens), list(parents), logits.clone())
+            before = logits.clone()
+            try:
+                got = Pieces(self.result.sources, name).accept(list(tokens), list(parents), logits)
+            except PieceError as e:
+                self.fail("acceptance walk", ["03"], f"on {name}: {e.message}")
+                return
+            if got != want or not torch.equal(logits, before):
+                problem = f"returned the path {got}; the rule accepts {want}" if got != want else \
+                    "changed target_logits in place (the loop reads it after the walk)"
+                self.fail("acceptance walk", ["03"], f"on {name}: {problem}")
+                return
+        self.log(f"acceptance walk (03): your accept_greedy returns the rule's path on {len(trees)} constructed trees "
+                 f"({'; '.join(name for name, *_ in trees)})")
+
+    def sampled(self, seed: int = 0) -> None:
+        """Piece 07 in the loop: `samples` continuations of `sample_tokens` tokens (temperature 1, top-k 3), each
+        step drafting 2 children per root from the small model's top 3 reversed and sharpened (`ReversedDraft`:
+        most tokens are then decided by rejections and residuals), against plain sampling's exact law (Pearson
+        chi-square). Logs the verdict, sets `result.sampling_p` and fails when p <= P_MIN or a piece fails."""
         plan, target = self.plan, self.m.target
         prompt = self.prompts[0][:16]
         law = exact_law(target, prompt, plan.sample_tokens, temperature=1.0, top_k=3)
         sampling = SamplingParams(1.0, top_k=3, generator=torch.Generator().manual_seed(seed))
-        pieces = Pieces(self.result.sources, "sampled check")
-        counts = Counter(tuple(decode(target, self.m.small, prompt, plan.sample_tokens, pieces, Branching((2,)),
-                                      sampling).output.tokens) for _ in range(plan.samples))
+        pieces, draft = Pieces(self.result.sources, "sampled check"), ReversedDraft(self.m.small, 3)
+        try:
+            counts = Counter(tuple(decode(target, draft, prompt, plan.sample_tokens, pieces, Branching((2,)),
+                                          sampling).output.tokens) for _ in range(plan.samples))
+        except PieceError as e:
+            self.fail("sampled check", [e.piece.key], f"{e.where}: {e.message}")
+            return
         cells = list(law)
         observed = [counts.get(c, 0) for c in cells] + [plan.samples - sum(counts.get(c, 0) for c in cells)]
         stat, p = chi_square(observed, [law[c] for c in cells] + [0.0])
-        return stat, p, len(cells)
+        self.result.sampling_p = p
+        self.log(f"sampled (07): {plan.samples} runs of {plan.sample_tokens} tokens at temperature 1, top-k 3, "
+                 f"2 children per root drawn from the small model's top 3 reversed and sharpened (a draft far from "
+                 f"the target); chi-square against plain sampling's exact law over {len(cells)} continuations: "
+                 f"statistic {stat:.1f}, p = {p:.3g} ({'pass' if p > P_MIN else 'FAIL'}: p > {P_MIN})")
+        if p <= P_MIN:
+            self.fail("sampled check", mine(self.result.sources, ("07",)) or ["07"],
+                      f"the sampled continuations do not follow the target's law (p = {p:.2g}); verify_tree ran "
+                      f"inside the loop with your 01, 02 and 09, which the greedy rows checked")
+
+
+def deep_trees(vocab: int = 64) -> list[tuple[str, list[int], list[int], torch.Tensor]]:
+    """(name, tokens, parents, target_logits [n, vocab]) of trees whose target agrees along a long path: a chain of
+    12 drafts, and 8 levels of 3 siblings whose agreeing child is the last, except at level 5, where the 2nd and
+    3rd carry the same token (the 2nd is on the path). Every other node predicts token 0, which no node carries."""
+    tokens, parents, path = [1], [-1], [0]
+    for level in range(8):
+        kids = [10 + 3 * level + j for j in range(3)]
+        if level == 4:
+            kids[2] = kids[1]
+        path.append(len(tokens) + (1 if level == 4 else 2))
+        tokens, parents = tokens + kids, parents + [path[-2]] * 3
+    trees = [("a chain of 12 drafts, all accepted", list(range(1, 14)), [-1, *range(12)], list(range(13))),
+             ("8 levels of 3 siblings, 8 accepted", tokens, parents, path)]
+    out = []
+    for name, toks, pars, agreed in trees:
+        logits = torch.zeros(len(toks), vocab)
+        logits[:, 0] = 1.0
+        for a, b in zip(agreed, agreed[1:]):
+            logits[a, 0], logits[a, toks[b]] = 0.0, 1.0
+        out.append((name, toks, pars, logits))
+    return out
 
 
 @torch.inference_mode()
@@ -339,11 +403,12 @@ def _row_line(r: RowResult, plain: float, n: int) -> str:
 
 
 def run(settings: Settings, sources: dict[str, Source], plan: Plan = Plan(),
-        say: Callable[[str], None] = print) -> Result:
-    """The whole capstone (one torch thread); prints as it goes and returns what it found."""
+        say: Callable[[str], None] = print, models: Models | None = None) -> Result:
+    """The whole capstone (one torch thread); prints as it goes and returns what it found. models: loaded once by
+    the caller (tests), else loaded here."""
     started = time.perf_counter()
     with one_thread():
-        cap = Capstone(settings, sources, plan, say)
+        cap = Capstone(settings, sources, plan, say, models)
         log = cap.log
         n = plan.prompts
         log(f"Capstone: a tree speculative decoder assembled from your pieces, on {settings.model} "
@@ -362,18 +427,12 @@ def run(settings: Settings, sources: dict[str, Source], plan: Plan = Plan(),
         log(f"  {'':2} {'plain decoding (mini_llm)':<27} {'1 token / call':<36} {n}/{n}  1.00 {r.plain_ms_per_token:6.2f}  1.00x")
         for row in r.rows:
             log(_row_line(row, r.plain_ms_per_token, n))
+        log("")
+        cap.accept_walks()
         same = cap.tree_forward()
-        log(f"\ntree forward (10): {same}/{plan.tree_forward_prompts} prompts identical to plain decoding, each pass "
+        log(f"tree forward (10): {same}/{plan.tree_forward_prompts} prompts identical to plain decoding, each pass "
             f"verified by tree_logits without a KV cache (small-model tree [2, 2, 1, 1])")
-        stat, p, cells = cap.sampled()
-        r.sampling_p = p
-        log(f"sampled (07): {plan.samples} runs of {plan.sample_tokens} tokens at temperature 1, top-k 3, small-model "
-            f"draft with 2 children per root; chi-square against plain sampling's exact law over {cells} "
-            f"continuations: statistic {stat:.1f}, p = {p:.3g} ({'pass' if p > P_MIN else 'FAIL'}: p > {P_MIN})")
-        if p <= P_MIN:
-            cap.fail("sampled check", mine(sources, ("07",)) or ["07"],
-                     f"the sampled continuations do not follow the target's law (p = {p:.2g}); "
-                     f"verify_tree ran inside the loop with your 01, 02 and 09, which the greedy rows checked")
+        cap.sampled()
         best = r.best()
         if best is not None:
             r.figure = settings.workspace / "capstone-timeline.png"
@@ -382,7 +441,8 @@ def run(settings: Settings, sources: dict[str, Source], plan: Plan = Plan(),
     identical = all(not row.failed for row in r.rows) and same == plan.tree_forward_prompts
     log(f"\nsummary: pieces from {'the solutions' if any(s.kind == 'solution' for s in sources.values()) else 'you'}: "
         f"{' '.join(theirs) or 'none'}; package: {' '.join(k for k in BY_KEY if k not in theirs) or 'none'}")
-    log(f"  greedy identical: {'yes' if identical else 'no'}; sampled check: {'pass' if p > P_MIN else 'FAIL'}")
+    sampled_ok = r.sampling_p is not None and r.sampling_p > P_MIN
+    log(f"  greedy identical: {'yes' if identical else 'no'}; sampled check: {'pass' if sampled_ok else 'FAIL'}")
     if best is not None:
         log(f"  best speedup: {r.plain_ms_per_token / (best.ms / best.tokens):.2f}x ({best.spec.name}, "
             f"τ {best.tokens / best.target_calls:.2f}); timeline: {r.figure}")

@@ -14,6 +14,7 @@ import torch
 
 from tree_spec import DraftTree
 from tree_spec.core.contracts import DraftRequest, TargetFeatures
+from tree_spec.drafters.base import Drafter
 
 from .capstone_loop import Pieces, Shadow, _check_tree
 
@@ -175,3 +176,23 @@ class Eagle2Proposer(_Base):
         oracle = LogProbs(self.drafter, list(request.context), request.root, self.top_k)
         return self._tree(request, lambda: (request.root, oracle, min(self.depth, request.max_depth), self.top_k,
                                             self.total_tokens))
+
+
+class ReversedDraft(Drafter):
+    """`drafter`'s top_k tokens with their logits in reverse order and sharpened (x `scale`): most of the draft's
+    mass on the token `drafter` finds least likely of them, a draft far from the target, so that under sampling
+    the rejections and residuals of piece 07 decide most tokens."""
+
+    def __init__(self, drafter: Drafter, top_k: int, scale: float = 4.0) -> None:
+        super().__init__()
+        self.drafter, self.top_k, self.scale = drafter, top_k, scale
+        self.vocab_size, self.device = drafter.vocab_size, drafter.device
+
+    def reset(self, max_len: int) -> None:
+        self.drafter.reset(max_len)
+
+    def next_logits(self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int],
+                    frontier: Sequence[int]) -> torch.Tensor:
+        logits = self.drafter.next_logits(context, tokens, parents, frontier)
+        top = logits.topk(self.top_k, dim=-1)
+        return torch.full_like(logits, float("-inf")).scatter_(-1, top.indices, self.scale * top.values.flip(-1))

@@ -4,8 +4,9 @@ replaced by an exercise function, and proposers built from the learner's draftin
 Per step: a proposer drafts a tree (tokens, parents) below the last committed token; the verify pass feeds it
 with the piece-01 mask and the piece-02 positions in ONE target forward over the KV cache (or, cache-free,
 through piece 10's `tree_logits`); piece 03 walks the accepted path (greedy) or piece 07 samples it; piece 09
-keeps the path's K/V. Every call goes through `Pieces.call`, which checks what came back and turns an exception
-or a malformed result into a `PieceError` that names the function, the exercise and where it happened.
+keeps the path's K/V. Every call goes through `Pieces.call`, which checks what came back and turns an exception,
+a malformed result or a call that does not return (`capstone_pieces.time_limit`) into a `PieceError` that names
+the function, the exercise and where it happened.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from tree_spec.core.output import SpecOutput
 from tree_spec.core.topology import validate_parents
 from tree_spec.decoding.loop import target_forward
 
-from .capstone_pieces import BY_KEY, Piece, PieceError, Source
+from .capstone_pieces import BY_KEY, Piece, PieceError, PieceTimeout, Source, time_limit, timeout_message
 
 
 def _is_path(path: Any, parents: Sequence[int]) -> bool:
@@ -90,12 +91,16 @@ class Pieces:
         return self.sources[key].fn
 
     def call(self, key: str, *args: Any) -> Any:
-        """Call piece `key`; an exception becomes a PieceError with the frames from the piece's own file."""
+        """Call piece `key` under the time limit; an exception becomes a PieceError with the frames from the
+        piece's own file, a call past the limit a PieceError that says so."""
         source = self.sources[key]
         try:
-            return source.fn(*args)
+            with time_limit():
+                return source.fn(*args)
         except PieceError:
             raise
+        except PieceTimeout:
+            raise PieceError(BY_KEY[key], timeout_message(), self.where) from None
         except Exception as e:
             frames = [f for f in traceback.extract_tb(e.__traceback__)
                       if source.path is not None and f.filename == str(source.path.resolve())]

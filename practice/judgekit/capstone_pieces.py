@@ -7,7 +7,11 @@ file with `--piece NN=path`, and otherwise from the package (an adapter with the
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,12 +63,47 @@ VERIFY_KEYS = ("01", "02", "03", "09")  # the greedy verify pass; the capstone u
 DRAFT_KEYS = ("11", "12", "13", "15")
 
 
+CALL_LIMIT_S = 10.0  # a piece call (or import) still running after this long is stopped (POSIX)
+
+
 class PieceError(Exception):
     """A piece raised or returned something unusable; `where` says on which prompt and position."""
 
     def __init__(self, piece: Piece, message: str, where: str = "") -> None:
         super().__init__(message)
         self.piece, self.message, self.where = piece, message, where
+
+
+class PieceTimeout(BaseException):
+    """Raised inside a piece by `time_limit` (a BaseException: a piece's `except Exception` does not swallow it)."""
+
+
+def _expire(signum: int, frame: Any) -> None:
+    raise PieceTimeout
+
+
+@contextmanager
+def time_limit() -> Iterator[None]:
+    """Raise PieceTimeout in the code inside after CALL_LIMIT_S (SIGALRM: POSIX, main thread; elsewhere no limit).
+    An alarm set by someone else (e.g. a test timeout) is put back afterwards with the time it had left."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _expire)
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, CALL_LIMIT_S)
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer:
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 1e-3))
+
+
+def timeout_message() -> str:
+    """What a failure says about a piece that `time_limit` stopped."""
+    return f"did not return within {CALL_LIMIT_S:g} s (an endless loop?); the capstone stopped it"
 
 
 def _package_tree_logits(model: Transformer, prefix: list[int], tokens: list[int], parents: list[int]) -> torch.Tensor:
@@ -146,9 +185,12 @@ class Source:
 def load_function(piece: Piece, path: Path) -> Callable[..., Any]:
     """The piece's function from a .py file; a syntax or import error or a missing name raises PieceError."""
     try:
-        module = import_file(path.resolve(), f"capstone_{piece.exercise.replace('-', '_')}")
+        with time_limit():
+            module = import_file(path.resolve(), f"capstone_{piece.exercise.replace('-', '_')}")
     except LearnerError as e:
         raise PieceError(piece, str(e)) from None
+    except PieceTimeout:
+        raise PieceError(piece, f"importing {path.name} {timeout_message()}") from None
     fn = getattr(module, piece.function, None)
     if not callable(fn):
         raise PieceError(piece, f"{path.name} does not define `{piece.function}`")
