@@ -23,11 +23,12 @@ import torch
 from mini_llm import Transformer
 from mini_llm.generate import as_int
 
-from ..core.accept import tree_accepted_nodes
+from ..core.accept import deepest_accepted, tree_accepted_nodes
 from ..core.contracts import Proposer, TargetFeatures
 from ..core.growth import rerank
 from ..core.output import SpecOutput
 from ..core.request import validate_request
+from ..core.topology import ancestor_mask
 from ..decoding.loop import target_forward
 from ..drafters.features import HeadDrafter
 from ..drafters.model import as_drafter
@@ -119,14 +120,12 @@ class FixedShapeDynamicTree(FixedShapeLoop):
         parents = torch.cat((root.new_zeros(1), torch.where(parent_cand < 0, 0, node_of[parent_cand.clamp_min(0)])))
         tokens = torch.cat((root[None], cand_tokens[kept]))  # [N + 1]
         depth = torch.cat((root.new_zeros(1), cand_depths[kept]))
-        sees = torch.eye(len(tokens), dtype=torch.bool, device=root.device)
-        for _ in range(self.depth):  # node i sees itself and, after d rounds, its ancestors up to d levels up
-            sees = sees | sees[parents]
+        sees = ancestor_mask(parents, self.depth)  # [N + 1, N + 1]: each node, itself and its ancestors
         start = cache.length.clone()
         logits, feats = target_forward(self.target, head, tokens[None], cache, (start + depth)[None], sees)
         predicted = logits.argmax(-1)  # [N + 1]
         accepted = tree_accepted_nodes(tokens, parents, sees, predicted)
-        best = (depth * accepted).argmax(0, keepdim=True)  # [1], the deepest accepted node (lowest id on a tie)
+        best = deepest_accepted(accepted, depth)[None]  # [1]: a 0-dim index would be read on the host
         n = depth[best][0]
         path = (sees[best] & (depth[None] == self.levels[:, None])).long().argmax(1)  # [depth + 1], 0 past n
         next_token = predicted[best][0]
