@@ -1,15 +1,15 @@
-"""mini_llm: a minimal Qwen3 transformer with a static KV cache and one forward path."""
+"""mini_llm: a minimal Qwen3 transformer with a preallocated KV cache and one forward path."""
 from .batch import generate_batch
-from .cache import KVCache, StaticCache
+from .cache import KVCache, FixedShapeCache
 from .config import Config
 from .generate import generate, logits_to_probs, sample_next
-from .graphs import CapturedCall, StaticDecoder, static_generate
+from .graphs import CapturedCall, FixedShapeDecoder, fixed_shape_generate
 from .load import Tokenizer, load_model, load_tokenizer
 from .model import Transformer
 from .quant import fake_quant_int, quantized_copy
 
 __all__ = [
-    "CapturedCall", "Config", "KVCache", "StaticCache", "StaticDecoder", "Transformer", "generate", "generate_batch",
-    "logits_to_probs", "sample_next", "static_generate",
+    "CapturedCall", "Config", "KVCache", "FixedShapeCache", "FixedShapeDecoder", "Transformer", "generate", "generate_batch",
+    "logits_to_probs", "sample_next", "fixed_shape_generate",
     "fake_quant_int", "quantized_copy", "load_model", "load_tokenizer", "Tokenizer",
 ]

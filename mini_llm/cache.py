@@ -195,8 +195,8 @@ def attention_mask(
     return (rel < 0)[:, None, :] | (among_new & (rel >= 0)[:, None, :] & (rel < T)[:, None, :])
 
 
-class StaticCache:
-    """A KV cache with static shapes, for CUDA graphs: its length lives on the device.
+class FixedShapeCache:
+    """A KV cache with fixed shapes, for CUDA graphs: its length lives on the device.
 
     k, v: [n_layers, 1, n_kv_heads, max_len, head_dim]; length: LongTensor [] on the device. Every forward
     reads all max_len slots under a mask (slots at or past the length are masked out) and writes its T new
@@ -221,7 +221,7 @@ class StaticCache:
         self.slots = torch.arange(max_len, device=device)
 
     def __repr__(self) -> str:
-        return f"StaticCache(max_len={self.max_len}, length on {self.length.device})"
+        return f"FixedShapeCache(max_len={self.max_len}, length on {self.length.device})"
 
     def reserve(self, n_new: int) -> None:
         """Only the shape can be checked on the host; the loop that drives the cache sizes max_len."""

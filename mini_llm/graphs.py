@@ -2,11 +2,11 @@
 
 On a GPU a small model is launch-bound: one decode step is a few hundred tiny kernels, each costing a few
 microseconds to launch from Python, while the math takes less. A CUDA graph records those launches once
-and replays them with one call. It needs what `StaticCache` gives: the same shapes every step and no
+and replays them with one call. It needs what `FixedShapeCache` gives: the same shapes every step and no
 value read on the host inside the step. The model file stays eager and readable; this file only wraps it.
 
 `CapturedCall` does the capture (on CUDA) or just calls the function (elsewhere, or to measure eager);
-`StaticDecoder` is plain decoding built on it, the baseline a speculative loop on a GPU must beat.
+`FixedShapeDecoder` is plain decoding built on it, the baseline a speculative loop on a GPU must beat.
 """
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from .cache import StaticCache
+from .cache import FixedShapeCache
 from .generate import as_int, check_budget, eos_token_ids, prompt_tensor, sample_next
 from .model import Transformer
 
 
 def graphs_available(device: torch.device | str) -> bool:
-    """CUDA graphs need a CUDA device; everywhere else the static-shape code runs eagerly."""
+    """CUDA graphs need a CUDA device; everywhere else the fixed-shape code runs eagerly."""
     return torch.device(device).type == "cuda" and torch.cuda.is_available()
 
 
@@ -29,7 +29,7 @@ class CapturedCall:
 
     Calling it copies the inputs into static buffers (device to device: no host sync) and replays the
     graph; the returned tensors are the graph's static outputs, overwritten by the next call (copy what
-    must survive). fn may mutate state tensors (a StaticCache's length); `state` lists them so the
+    must survive). fn may mutate state tensors (a FixedShapeCache's length); `state` lists them so the
     warm-up runs that precede capture leave them as they were. With graph=False it simply calls fn on
     the buffers: the same code path, eager, to run on a CPU or to measure what the graph saves.
     """
@@ -70,8 +70,8 @@ class CapturedCall:
         return self.outputs
 
 
-class StaticDecoder:
-    """Plain decoding over one StaticCache of `max_len` slots, its decode step captured once (on the first
+class FixedShapeDecoder:
+    """Plain decoding over one FixedShapeCache of `max_len` slots, its decode step captured once (on the first
     request) and replayed for every token of every request: capture costs tens of milliseconds, so an engine
     captures at start-up, not per request (vLLM captures its decode graphs when it loads the model).
 
@@ -92,11 +92,11 @@ class StaticDecoder:
     ) -> None:
         self.model, self.sampling = model, (temperature, top_k, top_p, generator)
         self.graphs = (graphs_available(model.device) and temperature == 0.0) if graphs is None else graphs
-        self.cache = StaticCache(model.cfg, max_len, model.dtype, model.device)
+        self.cache = FixedShapeCache(model.cfg, max_len, model.dtype, model.device)
         self.step: CapturedCall | None = None
 
     def _decode_step(self, token: torch.Tensor) -> torch.Tensor:
-        """token [1] -> next token [1]: one forward over the static cache."""
+        """token [1] -> next token [1]: one forward over the fixed-shape cache."""
         return sample_next(self.model(token[None], cache=self.cache)[:, -1], *self.sampling)
 
     @torch.inference_mode()
@@ -110,7 +110,7 @@ class StaticDecoder:
         model = self.model
         ids = prompt_tensor(ids).to(model.device)
         if ids.shape[0] != 1:
-            raise ValueError(f"static decoding takes one sequence (batch 1), got {ids.shape[0]}")
+            raise ValueError(f"fixed-shape decoding takes one sequence (batch 1), got {ids.shape[0]}")
         T = ids.shape[1]
         max_new_tokens = check_budget(T, max_new_tokens, model.cfg.max_position_embeddings)
         if T + max_new_tokens > self.cache.max_len:
@@ -132,20 +132,15 @@ class StaticDecoder:
         return out[None]
 
 
-def static_generate(
-    model: Transformer,
-    ids: torch.Tensor | Sequence[int],
-    max_new_tokens: int,
-    temperature: float = 0.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    generator: torch.Generator | None = None,
-    eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
+def fixed_shape_generate(
+    model: Transformer, ids: torch.Tensor | Sequence[int], max_new_tokens: int,
+    temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
+    generator: torch.Generator | None = None, eos_token_id: int | Sequence[int] | torch.Tensor | None = None,
     graphs: bool | None = None,
 ) -> torch.Tensor:
-    """One request through a fresh `StaticDecoder` sized for it (it captures its graph for this request only;
-    keep a StaticDecoder to serve many). ids [1, T] -> new tokens [1, n], the tokens of `generate`."""
+    """One request through a fresh `FixedShapeDecoder` sized for it (it captures its graph for this request only;
+    keep a FixedShapeDecoder to serve many). ids [1, T] -> new tokens [1, n], the tokens of `generate`."""
     T = prompt_tensor(ids).shape[-1]
-    decoder = StaticDecoder(model, T + max(as_int(max_new_tokens, "max_new_tokens"), 0), temperature, top_k, top_p,
+    decoder = FixedShapeDecoder(model, T + max(as_int(max_new_tokens, "max_new_tokens"), 0), temperature, top_k, top_p,
                             generator, graphs)
     return decoder.generate(ids, max_new_tokens, eos_token_id)

@@ -18,7 +18,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from .cache import KVCache, StaticCache, attention_mask
+from .cache import KVCache, FixedShapeCache, attention_mask
 from .config import Config
 
 
@@ -158,7 +158,7 @@ class Attention(nn.Module):
         x: torch.Tensor,
         cos: torch.Tensor,
         sin: torch.Tensor,
-        cache: KVCache | StaticCache | None,
+        cache: KVCache | FixedShapeCache | None,
         attn_mask: torch.Tensor | None,
     ) -> torch.Tensor:
         """x [B, T, C]; cos, sin [..., T, 1, D] (`rope_cos_sin`); attn_mask [T, S] or per row [B, T, S] bool
@@ -267,7 +267,7 @@ class Transformer(nn.Module):
     def forward(
         self,
         ids: torch.Tensor,
-        cache: KVCache | StaticCache | None = None,
+        cache: KVCache | FixedShapeCache | None = None,
         positions: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
         return_hidden: bool = False,

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from mini_llm import Transformer, generate, generate_batch, load_model
-from mini_llm.graphs import static_generate
+from mini_llm.graphs import fixed_shape_generate
 from tree_spec import SamplingParams
 from tree_spec import (
     LookaheadDrafter, NGramDrafter, batch_speculative_generate, dynamic_tree_speculative_generate, lookahead_generate, speculative_generate, tree_speculative_generate,
@@ -89,7 +89,7 @@ def test_plain_batched_lookahead_and_fixed_shape_decoding(target: Transformer) -
     lookahead = LookaheadDrafter(target.cfg.vocab_size, device="cpu")
     assert meta_default(lambda: [generate(target, row, NEW)[0].tolist() for row in rows]) == expected  # list prompts
     assert meta_default(lambda: generate_batch(target, rows, NEW)) == expected
-    assert meta_default(lambda: [static_generate(target, row, NEW)[0].tolist() for row in rows]) == expected
+    assert meta_default(lambda: [fixed_shape_generate(target, row, NEW)[0].tolist() for row in rows]) == expected
     assert meta_default(lambda: [lookahead_generate(target, r, NEW, drafter=lookahead).tokens for r in rows]) \
         == expected
     assert meta_default(lambda: [o.tokens for o in batch_speculative_generate(target, ngram, rows, NEW, k=3)]) \

@@ -1,4 +1,4 @@
-"""The fixed-shape GPU path: StaticCache, CUDA graph capture, plain, chain and dynamic-tree decoding with one host
+"""The fixed-shape GPU path: FixedShapeCache, CUDA graph capture, plain, chain and dynamic-tree decoding with one host
 read per step.
 
 On the CPU every test runs the same fixed-shape code eagerly (graphs need CUDA; tests/test_fixed_shape_sync.py
@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from mini_llm import Transformer, generate, load_model, load_tokenizer
-from mini_llm.cache import StaticCache
-from mini_llm.graphs import CapturedCall, StaticDecoder, static_generate
+from mini_llm.cache import FixedShapeCache
+from mini_llm.graphs import CapturedCall, FixedShapeDecoder, fixed_shape_generate
 from tree_spec import NGramDrafter, dynamic_tree_speculative_generate, load_head, speculative_generate
 from tree_spec.analysis.prompts import held_out_prompts
 from tree_spec.analysis.stats import chi_square
@@ -37,7 +37,7 @@ def test_static_cache_gives_the_kv_cache_logits(device: str, target: Transformer
     """Prefill, decode, a tree verify with rollback, a compacted path: the same logits from both caches
     (fp32; the static cache attends over all max_len slots, masked, so sums run in another order: 1e-4)."""
     ids = torch.tensor([prompts(target.cfg.vocab_size, 1, length=9, seed=3)[0]], device=device)
-    dynamic, static = target.new_cache(1, 40), StaticCache(target.cfg, 40, target.dtype, target.device)
+    dynamic, static = target.new_cache(1, 40), FixedShapeCache(target.cfg, 40, target.dtype, target.device)
     parents = [-1, 0, 0, 1, 2]
     tree = torch.tensor([[5, 6, 7, 8, 9]], device=device)
     depth = torch.tensor([0, 1, 1, 2, 2], device=device)
@@ -63,15 +63,15 @@ def test_static_generate_equals_generate(device: str, target: Transformer) -> No
     for prompt in prompts(target.cfg.vocab_size, 3, length=7, seed=5):
         ids = torch.tensor([prompt], device=device)
         expected = generate(target, ids, 20)
-        assert torch.equal(static_generate(target, ids, 20), expected)
+        assert torch.equal(fixed_shape_generate(target, ids, 20), expected)
         eos = int(expected[0, 4])
-        assert torch.equal(static_generate(target, ids, 20, eos_token_id=eos), generate(target, ids, 20, eos_token_id=eos))
+        assert torch.equal(fixed_shape_generate(target, ids, 20, eos_token_id=eos), generate(target, ids, 20, eos_token_id=eos))
         sampled = [fn(target, ids, 12, temperature=0.8, top_k=20, generator=torch.Generator(device).manual_seed(1))
-                   for fn in (static_generate, generate)]
+                   for fn in (fixed_shape_generate, generate)]
         assert torch.equal(*sampled)  # the same draws, in the same order, from the same generator
-    assert static_generate(target, ids, 0).shape == (1, 0)
+    assert fixed_shape_generate(target, ids, 0).shape == (1, 0)
     with pytest.raises(ValueError, match="batch 1"):
-        static_generate(target, ids.expand(2, -1), 4)
+        fixed_shape_generate(target, ids.expand(2, -1), 4)
 
 
 @pytest.mark.parametrize("kind", FIXED_SHAPE_DRAFTERS)
@@ -93,7 +93,7 @@ def test_fixed_shape_chain_greedy_identity(device: str, target: Transformer, kin
 def test_one_decoder_and_one_chain_serve_many_requests(device: str, target: Transformer) -> None:
     """Captured once, replayed for every request: each request's tokens are generate's, whatever came before
     (caches reset, drafter state restarted), and a request that does not fit max_len is refused."""
-    decoder = StaticDecoder(target, max_len=40)
+    decoder = FixedShapeDecoder(target, max_len=40)
     chain = FixedShapeChain(target, make_drafter("EAGLE", target), max_len=40, k=3)
     for length in (12, 5, 9):
         prompt = prompts(target.cfg.vocab_size, 1, length=length, seed=length)[0]
@@ -215,8 +215,8 @@ def test_cuda_graphs_give_the_eager_tokens_without_host_syncs(kind: str, monkeyp
     ids = torch.tensor([prompt], device="cuda")
     expected = generate(target, ids, 24)
     with steps_must_not_sync(monkeypatch):
-        assert torch.equal(static_generate(target, ids, 24, graphs=True), expected)
-        assert torch.equal(static_generate(target, ids, 24, graphs=False), expected)
+        assert torch.equal(fixed_shape_generate(target, ids, 24, graphs=True), expected)
+        assert torch.equal(fixed_shape_generate(target, ids, 24, graphs=False), expected)
         for graphs in (True, False):
             out = fixed_shape_speculative_generate(target, drafter, prompt, 24, k=3, graphs=graphs)
             assert out.tokens == expected[0].tolist(), graphs
@@ -234,7 +234,7 @@ def test_cuda_graphs_give_the_eager_tokens_without_host_syncs(kind: str, monkeyp
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
 def test_static_cache_refuses_a_bad_mask(device: str) -> None:
-    cache = StaticCache(random_model().cfg, 8, device=device)
+    cache = FixedShapeCache(random_model().cfg, 8, device=device)
     with pytest.raises(ValueError, match="bool"):
         cache.attention_mask(2, torch.ones(2, 3, dtype=torch.bool, device=device))
     with pytest.raises(ValueError, match="max_len"):

@@ -420,8 +420,8 @@ def run(settings: Settings, sources: dict[str, Source], plan: Plan = Plan(),
         Capstone.greedy_rows(_warm(cap, warm))
         cap.greedy_rows()
         r = cap.result
-        log(f"\ngreedy rows: identical = prompts equal to plain decoding token for token; τ = tokens per target call;"
-            f"\nms/tok = thread CPU ms per token; speedup = plain ms/token / row ms/token (same run, interleaved)")
+        log("\ngreedy rows: identical = prompts equal to plain decoding token for token; τ = tokens per target call;"
+            "\nms/tok = thread CPU ms per token; speedup = plain ms/token / row ms/token (same run, interleaved)")
         log(f"  {'':2} {'drafter':<27} {'form':<36} {'yours: same  τ':<14} {'ms/tok':>6} {'speedup':>6}"
             f"   {'package loop: same τ':<20} {'ms/tok':>5} {'speedup':>6}")
         log(f"  {'':2} {'plain decoding (mini_llm)':<27} {'1 token / call':<36} {n}/{n}  1.00 {r.plain_ms_per_token:6.2f}  1.00x")

@@ -28,14 +28,8 @@ class _Base:
         self.pieces, self.shadow, self.drafter = pieces, shadow, drafter
         self.calls = 0
         self.feature_layers = getattr(drafter, "feature_layers", None)
-
-    @property
-    def vocab_size(self) -> int:
-        return self.drafter.vocab_size
-
-    @property
-    def device(self) -> torch.device:
-        return self.drafter.device
+        if drafter is not None:
+            self.vocab_size, self.device = drafter.vocab_size, drafter.device
 
     def reset(self, max_len: int) -> None:
         if self.drafter is not None:
@@ -66,15 +60,8 @@ class NGramProposer(_Base):
     def __init__(self, pieces: Pieces, shadow: Shadow, vocab_size: int, k: int = 5,
                  ngrams: Sequence[int] = (4, 3, 2, 1)) -> None:
         super().__init__(pieces, shadow)
-        self._vocab, self.k, self.ngrams = vocab_size, k, tuple(ngrams)
-
-    @property
-    def vocab_size(self) -> int:
-        return self._vocab
-
-    @property
-    def device(self) -> torch.device:
-        return torch.device("cpu")
+        self.vocab_size, self.device = vocab_size, torch.device("cpu")
+        self.k, self.ngrams = k, tuple(ngrams)
 
     def observe(self, features: TargetFeatures) -> None:
         """Reads no features."""

@@ -42,7 +42,7 @@ TUNE_NAMES = {"small": "small-model", "int4": "int4-self", "medusa": "medusa", "
 @dataclass
 class Method:
     """One benchmark row. drafter: the drafter object (timed per call); chain: τ predicted from per-depth α products;
-    shape: the branching list of a static tree or chain (None for other forms)."""
+    shape: the branching list of a fixed-branching tree or chain (None for other forms)."""
 
     name: str
     form: str
@@ -173,7 +173,7 @@ def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path
             skipped.append(f"{name}: no trained head in {folder}")
             continue
         drafter = load_head(folder, target)
-        tuned_key = None if name == "EAGLE-2" else kind  # EAGLE-2's tuned rival is EAGLE-1's tuned static tree
+        tuned_key = None if name == "EAGLE-2" else kind  # EAGLE-2's tuned rival is EAGLE-1's tuned fixed-branching tree
         fixed = make(drafter, name)
         if tuned_key is None:
             methods.append(fixed)

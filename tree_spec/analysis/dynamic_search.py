@@ -16,12 +16,13 @@ from dataclasses import dataclass
 
 import torch
 
-from mini_llm import Transformer, generate
+from mini_llm import Transformer
 
 from ..core.growth import expand_candidates, rerank_order
 from ..decoding.dynamic import dynamic_tree_speculative_generate
 from ..decoding.loop import target_forward
 from ..drafters.base import Drafter
+from .ranks import start_walk
 from .search import interleaved_runs
 from .step_costs import StepCosts
 
@@ -58,11 +59,7 @@ def measure_dynamic_profile(
     device = target.device
     ranks = []
     for prompt in prompts:
-        prompt = list(prompt)
-        reference = generate(target, torch.tensor([prompt], device=device), new_tokens + depth + 1)[0].tolist()
-        max_len = len(prompt) + new_tokens + depth + 2
-        drafter.reset(max_len)
-        cache = target.new_cache(batch_size=1, max_len=max_len)
+        prompt, reference, cache = start_walk(target, drafter, prompt, new_tokens, depth)
         fed, here = prompt, []
         for t in range(new_tokens):
             _, feats = target_forward(target, drafter, torch.tensor([fed], device=device), cache)

@@ -8,7 +8,7 @@ Three forms of the same decoding, for plain greedy, for chains drafted by the sm
 EAGLE-3 and MTP (the shipped heads), and for EAGLE-2 dynamic trees (EAGLE-1 head):
 - "eager, lists": `generate` / `speculative_generate` / `dynamic_tree_speculative_generate`: Python lists,
   host reads inside every step;
-- "fixed shapes, eager": `StaticDecoder` / `FixedShapeChain` / `FixedShapeDynamicTree` with graphs=False: the
+- "fixed shapes, eager": `FixedShapeDecoder` / `FixedShapeChain` / `FixedShapeDynamicTree` with graphs=False: the
   fixed-shape step, one kernel launch at a time, one host read per step;
 - "fixed shapes, CUDA graph" (CUDA only): the same step captured once and replayed.
 One fixed-shape decoder per row serves every prompt (captured on its first request, in the warm-up).
@@ -31,7 +31,7 @@ import torch
 from tqdm.auto import tqdm
 
 from mini_llm import Transformer, generate, load_model, load_tokenizer
-from mini_llm.graphs import StaticDecoder, graphs_available
+from mini_llm.graphs import FixedShapeDecoder, graphs_available
 from mini_llm.load import MODELS_DIR, resolve_model_path
 
 from ..decoding.chain import speculative_generate
@@ -74,13 +74,13 @@ class Row:
 
 def plain_rows(target: Transformer, max_len: int, graphs: bool) -> list[Row]:
     device = target.device
-    eager = StaticDecoder(target, max_len, graphs=False)
+    eager = FixedShapeDecoder(target, max_len, graphs=False)
 
     def lists(prompt: list[int], n: int):
         tokens = generate(target, torch.tensor([prompt], device=device), n)[0].tolist()
         return tokens, len(tokens), len(tokens)
 
-    def fixed(decoder: StaticDecoder):
+    def fixed(decoder: FixedShapeDecoder):
         def run(prompt: list[int], n: int):
             tokens = decoder.generate(prompt, n)[0].tolist()
             return tokens, len(tokens), len(tokens)
@@ -88,7 +88,7 @@ def plain_rows(target: Transformer, max_len: int, graphs: bool) -> list[Row]:
 
     rows = [Row("plain greedy", FORMS[0], None, lists), Row("plain greedy", FORMS[1], None, fixed(eager))]
     if graphs:
-        rows.append(Row("plain greedy", FORMS[2], None, fixed(StaticDecoder(target, max_len, graphs=True))))
+        rows.append(Row("plain greedy", FORMS[2], None, fixed(FixedShapeDecoder(target, max_len, graphs=True))))
     return rows
 
 
@@ -177,7 +177,7 @@ def markdown(result: dict) -> str:
         lines += ["", "Skipped: " + "; ".join(result["skipped"])]
     lines += ["", "τ: tokens per target forward, counting the target's own token (plain = 1.00). Forms: "
               "'eager, lists' = generate / speculative_generate / dynamic_tree_speculative_generate; "
-              "'fixed shapes, eager' = StaticDecoder / FixedShapeChain / FixedShapeDynamicTree without graphs (one host "
+              "'fixed shapes, eager' = FixedShapeDecoder / FixedShapeChain / FixedShapeDynamicTree without graphs (one host "
               "read per step, attention over all cache slots); "
               "'fixed shapes, CUDA graph' = the same step captured once and replayed (CUDA only)."]
     return "\n".join(lines) + "\n"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from mini_llm import Transformer, generate
+from mini_llm import KVCache, Transformer, generate
 
 from ..decoding.loop import target_forward
 from ..drafters.base import Drafter
@@ -140,6 +140,18 @@ def _rank(logits: torch.Tensor, token: int) -> int:
     return 1 + int((logits > value).sum())
 
 
+def start_walk(
+    target: Transformer, drafter: Drafter, prompt: Sequence[int], new_tokens: int, depth: int
+) -> tuple[list[int], list[int], KVCache]:
+    """Set up a walk along the target's greedy continuation of `prompt` -> (the prompt as a list, the continuation:
+    new_tokens + depth + 1 tokens, a fresh target cache), with the drafter reset for the walk."""
+    prompt = list(prompt)
+    reference = generate(target, torch.tensor([prompt], device=target.device), new_tokens + depth + 1)[0].tolist()
+    max_len = len(prompt) + new_tokens + depth + 2
+    drafter.reset(max_len)
+    return prompt, reference, target.new_cache(batch_size=1, max_len=max_len)
+
+
 @torch.inference_mode()
 def measure_rank_profile(
     target: Transformer,
@@ -168,11 +180,7 @@ def measure_rank_profile(
     sequences: dict[int | None, list[list[str]]] = {key: [] for key in [None, *members]}
     device = target.device
     for prompt in prompts:
-        prompt = list(prompt)
-        reference = generate(target, torch.tensor([prompt], device=device), new_tokens + depth + 1)[0].tolist()
-        max_len = len(prompt) + new_tokens + depth + 2
-        drafter.reset(max_len)
-        cache = target.new_cache(batch_size=1, max_len=max_len)
+        prompt, reference, cache = start_walk(target, drafter, prompt, new_tokens, depth)
         fed = prompt
         ranks_here: list[list[list[int]]] = []   # [position][vocabulary][depth]
         for t in range(new_tokens + 1):

@@ -152,7 +152,8 @@ def build_dynamic_tree(
     DynamicShape(depth, width, total_tokens)  # validates them
     tokens, parents, score, depth_of, rows = expand_candidates(drafter, context, root, depth if total_tokens else 0,
                                                                width, sampling, trace)
-    best = rerank(torch.tensor(score[1:], dtype=torch.float64), torch.tensor(depth_of[1:]), total_tokens)
+    best = rerank(torch.tensor(score[1:], dtype=torch.float64, device="cpu"), torch.tensor(depth_of[1:], device="cpu"),
+                  total_tokens)
     keep = [0] + (best + 1).tolist()
     new_id = {old: new for new, old in enumerate(keep)}
     tree = DraftTree([tokens[i] for i in keep], [new_id[parents[i]] if i else -1 for i in keep])

@@ -90,7 +90,7 @@ def verify_chain(
         raise ValueError(
             f"target_probs must be [k+1={k + 1}, V={draft_probs.shape[1]}], got {tuple(target_probs.shape)}"
         )
-    drafts = torch.as_tensor(draft_tokens, dtype=torch.long).to(target_probs.device)
+    drafts = torch.as_tensor(draft_tokens, dtype=torch.long, device=target_probs.device)
     n_accepted, next_token = chain_rejection(drafts, draft_probs, target_probs, generator)
     return int(n_accepted), int(next_token)
 

@@ -71,19 +71,11 @@ class PerRowDrafter:
     """
 
     def __init__(self, drafter: Proposer) -> None:
-        self.template = drafter
+        self.template, self.vocab_size, self.device = drafter, drafter.vocab_size, drafter.device
         self.rows: list[Proposer] = []
 
     def __repr__(self) -> str:
         return f"PerRowDrafter({self.template!r})"
-
-    @property
-    def vocab_size(self) -> int:
-        return self.template.vocab_size
-
-    @property
-    def device(self) -> torch.device:
-        return self.template.device
 
     @property
     def calls(self) -> int:

@@ -1,7 +1,7 @@
 """The fixed-shape drafters: a draft model or a recurrent head whose every step is device tensor code.
 
 A list-based drafter (`ModelDrafter`, `HeadDrafter`) reads tree bookkeeping on the host; its fixed-shape twin
-keeps its own `StaticCache` (lengths on the device) and drafts k tokens with the same shapes every step, so the
+keeps its own `FixedShapeCache` (lengths on the device) and drafts k tokens with the same shapes every step, so the
 step that calls it can be captured as a CUDA graph. `fixed_shape_drafter` builds the twin of a drafter.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Protocol
 import torch
 
 from mini_llm import Transformer
-from mini_llm.cache import StaticCache
+from mini_llm.cache import FixedShapeCache
 
 from ..core.contracts import GREEDY, Proposer, SamplingParams, TargetFeatures
 from ..core.sampling import sample_on_device
@@ -31,10 +31,10 @@ def draw(logits: torch.Tensor, sampling: SamplingParams) -> tuple[torch.Tensor, 
 class FixedShapeDrafter(Protocol):
     """What a fixed-shape loop drives, every method device tensor code of fixed shapes (no host read).
 
-    cache: the drafter's own StaticCache (the loop empties it per request); feature_layers: as `Proposer`'s.
+    cache: the drafter's own FixedShapeCache (the loop empties it per request); feature_layers: as `Proposer`'s.
     """
 
-    cache: StaticCache
+    cache: FixedShapeCache
     feature_layers: tuple[int, ...] | None
 
     @property
@@ -56,7 +56,7 @@ class FixedShapeDrafter(Protocol):
 
 
 class FixedShapeModelDrafter:
-    """A causal LM (small model, quantized self) drafting over its own StaticCache.
+    """A causal LM (small model, quantized self) drafting over its own FixedShapeCache.
 
     Its cache holds the committed tokens before the last one; a step forwards [last committed, root]
     (T = 2, which rewrites the last committed slot with the same K/V) and then one token per draft, so
@@ -67,7 +67,7 @@ class FixedShapeModelDrafter:
 
     def __init__(self, model: Transformer, max_len: int, sampling: SamplingParams = GREEDY) -> None:
         self.model, self.sampling = model, sampling
-        self.cache = StaticCache(model.cfg, max_len, model.dtype, model.device)
+        self.cache = FixedShapeCache(model.cfg, max_len, model.dtype, model.device)
         self.last = torch.zeros((), dtype=torch.long, device=model.device)  # last committed token before the root
 
     @property
@@ -102,7 +102,7 @@ class FixedShapeModelDrafter:
 
 
 class FixedShapeHeadDrafter:
-    """A recurrent head (EAGLE-1, EAGLE-3 style, MTP) over its own StaticCache of (feature, token) pairs.
+    """A recurrent head (EAGLE-1, EAGLE-3 style, MTP) over its own FixedShapeCache of (feature, token) pairs.
 
     As in `HeadDrafter`: the pair of token t is (the target's feature of token t - 1, token t) at position
     t. After each verify pass the k + 1 pairs (feature of chain row i, token i + 1) are forwarded, with the
@@ -116,7 +116,7 @@ class FixedShapeHeadDrafter:
         self.embed = drafter.target.embed_tokens
         self.feature_layers = drafter.feature_layers
         dtype = next(self.head.parameters()).dtype
-        self.cache = StaticCache(self.head.cfg, max_len, dtype, drafter.device)
+        self.cache = FixedShapeCache(self.head.cfg, max_len, dtype, drafter.device)
         self.root_out = torch.zeros(self.head.cfg.hidden_size, dtype=dtype, device=drafter.device)  # [C]
         self.committed = torch.zeros((), dtype=torch.long, device=drafter.device)  # pairs in the cache
 

@@ -10,7 +10,7 @@ accepted and the tokens emitted) to extend the output and decide whether to go o
 
 The price of fixed shapes: every step drafts its full shape even near the end of the budget (the extra tokens
 are cut off), the verify pass always feeds the same number of tokens, and the caches' lengths live on the
-device (`StaticCache`). The rules are the core's tensor forms: `accept_chain_greedy`, `chain_rejection`,
+device (`FixedShapeCache`). The rules are the core's tensor forms: `accept_chain_greedy`, `chain_rejection`,
 `tree_accepted_nodes`, `rerank`; the output is cut by `SpecOutput.commit`.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import torch
 
 from mini_llm import Transformer
-from mini_llm.cache import StaticCache
+from mini_llm.cache import FixedShapeCache
 from mini_llm.graphs import CapturedCall, graphs_available
 
 from ..core.contracts import GREEDY, SamplingParams
@@ -50,7 +50,7 @@ class FixedShapeLoop:
     ) -> None:
         self.target, self.sampling = target, sampling
         self.graphs = (graphs_available(target.device) and sampling.greedy) if graphs is None else graphs
-        self.cache = StaticCache(target.cfg, max_len, target.dtype, target.device)
+        self.cache = FixedShapeCache(target.cfg, max_len, target.dtype, target.device)
         self.step: CapturedCall | None = None
 
     def _step(self, root: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

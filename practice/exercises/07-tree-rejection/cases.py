@@ -10,7 +10,7 @@ completed 3-token sequences and of the 3 accepted lengths against their exact la
 Also graded: a perfect draft, a root without children, a chain of 6 nodes (V = 2), and draws reproducible
 from `generator` alone (judgekit.repro).
 """
-from itertools import permutations, product
+from itertools import permutations
 from types import SimpleNamespace
 from typing import Any
 
@@ -92,16 +92,25 @@ def _run(fns, parents, tokens, draft, target, generator) -> tuple[list[int], int
     return path, nxt
 
 
-def _trees(fns, trials, seed, generator, perfect=False):
-    """-> (sequence counts [V**3], length counts [3]) or a str."""
-    g_draft, g_fill = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(99)
-    sequences, lengths = torch.zeros(V ** 3), torch.zeros(3)
+def _verified(fns, trials, seed, generator, draw, parents):
+    """The learner's verify_tree on `trials` trees drafted by draw(g_draft) -> [(tokens, path, next_token)] or a str."""
+    g_draft, runs = torch.Generator().manual_seed(seed), []
     for _ in range(trials):
-        tokens, draft, target = _tree(g_draft, perfect)
-        out = _run(fns, PARENTS, tokens, draft, target, generator)
+        tokens, draft, target = draw(g_draft)
+        out = _run(fns, parents, tokens, draft, target, generator)
         if isinstance(out, str):
             return out
-        path, nxt = out
+        runs.append((tokens, *out))
+    return runs
+
+
+def _trees(fns, trials, seed, generator, perfect=False):
+    """-> (sequence counts [V**3], length counts [3]) or a str."""
+    runs = _verified(fns, trials, seed, generator, lambda g: _tree(g, perfect), PARENTS)
+    if isinstance(runs, str):
+        return runs
+    g_fill, sequences, lengths = torch.Generator().manual_seed(99), torch.zeros(V ** 3), torch.zeros(3)
+    for tokens, path, nxt in runs:
         lengths[len(path) - 1] += 1
         seq = [tokens[i] for i in path[1:]] + [nxt]
         if len(seq) < 2:
@@ -114,25 +123,17 @@ def _trees(fns, trials, seed, generator, perfect=False):
 
 def _draws(fns, trials, seed, generator) -> list[tuple[list[int], int]] | str:
     """The (path, next_token) of `trials` drafted trees, or a str."""
-    g_draft, out = torch.Generator().manual_seed(seed), []
-    for _ in range(trials):
-        result = _run(fns, PARENTS, *_tree(g_draft, False), generator)
-        if isinstance(result, str):
-            return result
-        out.append(result)
-    return out
+    runs = _verified(fns, trials, seed, generator, lambda g: _tree(g, False), PARENTS)
+    return runs if isinstance(runs, str) else [(path, nxt) for _, path, nxt in runs]
 
 
 def _chains(fns, trials, seed, generator):
     """-> (sequence counts [2**6], length counts [6]) or a str."""
-    g_draft, g_fill = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(99)
-    sequences, lengths = torch.zeros(2 ** 6), torch.zeros(6)
-    for _ in range(trials):
-        tokens, draft, target = _chain(g_draft)
-        out = _run(fns, chain(6), tokens, draft, target, generator)
-        if isinstance(out, str):
-            return out
-        path, nxt = out
+    runs = _verified(fns, trials, seed, generator, _chain, chain(6))
+    if isinstance(runs, str):
+        return runs
+    g_fill, sequences, lengths = torch.Generator().manual_seed(99), torch.zeros(2 ** 6), torch.zeros(6)
+    for tokens, path, nxt in runs:
         lengths[len(path) - 1] += 1
         seq = [tokens[i] for i in path[1:]] + [nxt]
         while len(seq) < 6:
