@@ -67,10 +67,11 @@ def markdown(result: dict) -> str:
         "τ = tokens per target call counting the target's own token (plain = 1.00). Two acceptance rates: "
         "α = the per-position rate (depth d accepted given every shallower depth was; the α of "
         "E = (1 − α^(k+1)) / (1 − α)); ratio = accepted / proposed draft tokens (vLLM's counter; for a chain "
-        "τ = 1 + k · ratio). α per depth = α at depth 1 / 2 / .... identical = prompts whose tokens equal plain "
+        "τ ≈ 1 + k · ratio, exact when every pass drafts k and the prefill is left out). α per depth = α at depth "
+        "1 / 2 / .... identical = prompts whose tokens equal plain "
         f"{'greedy' if greedy else 'sampling (not expected)'}. \"confidence stop\" rows: chains that draft up to k "
         "tokens and stop once the draft's path probability (the product of its probabilities of its own tokens) "
-        "falls below θ (EAGLE-2's rule on a chain), so k varies per pass and τ = 1 + (drafts per pass) · ratio.",
+        "falls below θ (EAGLE-2's rule on a chain), so k varies per pass and τ ≈ 1 + (drafts per pass) · ratio.",
         "",
         "| method | form | τ | α (per-position) | acceptance ratio | α per depth | target calls | draft calls | "
         "ms/token | speedup | identical |",

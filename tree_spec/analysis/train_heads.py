@@ -198,18 +198,19 @@ def evaluate(
     }
 
 
+def eval_at(log: dict, step: float) -> tuple[float, float]:
+    """A training log's held-out (τ, depth-1 acceptance) at `step`, interpolated linearly between its evaluations."""
+    steps = [e["step"] for e in log["evals"]]
+    tau = float(np.interp(step, steps, [e["tau"] for e in log["evals"]]))
+    return tau, float(np.interp(step, steps, [e["acceptance_per_position"][0] for e in log["evals"]]))
+
+
 def compare_training_logs(first: dict, second: dict) -> str:
     """Two training logs (`train_log.json`) side by side at equal steps and at equal training time.
 
-    Held-out τ and depth-1 acceptance are interpolated linearly between each log's evaluations; a step's
-    time is its run's training seconds / steps (an even pace assumed). Equal steps = the shorter run's
-    step count; equal time = the shorter run's training seconds."""
-
-    def at(log: dict, step: float) -> tuple[float, float]:
-        steps = [e["step"] for e in log["evals"]]
-        tau = float(np.interp(step, steps, [e["tau"] for e in log["evals"]]))
-        return tau, float(np.interp(step, steps, [e["acceptance_per_position"][0] for e in log["evals"]]))
-
+    Held-out τ and depth-1 acceptance come from `eval_at`; a step's time is its run's training seconds / steps
+    (an even pace assumed). Equal steps = the shorter run's step count; equal time = the shorter run's training
+    seconds."""
     pace = {id(log): log["train_seconds"] / log["steps"] for log in (first, second)}
     steps = min(first["steps"], second["steps"])
     seconds = min(first["train_seconds"], second["train_seconds"])
@@ -217,7 +218,7 @@ def compare_training_logs(first: dict, second: dict) -> str:
     for label, step_of in (("equal steps", lambda log: steps), ("equal time", lambda log: seconds / pace[id(log)])):
         for log in (first, second):
             step = min(step_of(log), log["steps"])
-            tau, d1 = at(log, step)
+            tau, d1 = eval_at(log, step)
             lines.append(f"{label:14s} {log['kind']:7s} {step:6.0f} {step * pace[id(log)] / 60:7.1f} {tau:14.2f} {d1:7.2f}")
     lines.append(f"seconds per step: {first['kind']} {pace[id(first)]:.2f}, {second['kind']} {pace[id(second)]:.2f} "
                  f"({pace[id(second)] / pace[id(first)]:.1f}x)")
