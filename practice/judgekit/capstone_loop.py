@@ -22,7 +22,7 @@ from mini_llm import KVCache, Transformer, sample_next
 from tree_spec import DraftTree, SamplingParams
 from tree_spec.core.contracts import GREEDY, NO_TRACE, Branching, DraftRequest, DynamicShape, Trace
 from tree_spec.core.output import SpecOutput
-from tree_spec.core.topology import validate_parents
+from tree_spec.core.topology import depths, validate_parents
 from tree_spec.decoding.loop import target_forward
 
 from .capstone_pieces import BY_KEY, Piece, PieceError, PieceTimeout, Source, time_limit, timeout_message
@@ -246,6 +246,6 @@ def decode(
             pieces.keep_path(cache, start, path)
         if feats is not None:
             proposer.observe(feats.rows(path))
-        out.commit([tokens[i] for i in path[1:]], next_token, n - 1, tree.depth if n > 1 else 0, frozenset())
+        out.commit([tokens[i] for i in path[1:]], next_token, n - 1, max(depths(parents)), frozenset())
         steps.append(Step(n, len(path)))
     return Decoded(out, steps)

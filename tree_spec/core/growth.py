@@ -43,19 +43,6 @@ class DraftTree:
     def __iter__(self) -> Iterator[list[int]]:
         return iter((self.tokens, self.parents))
 
-    @property
-    def is_chain(self) -> bool:
-        """Every node but the last has exactly one child (node i's parent is i - 1)."""
-        return all(p == i - 1 for i, p in enumerate(self.parents))
-
-    @property
-    def depth(self) -> int:
-        """Levels below the root."""
-        depth = [0] * len(self.parents)
-        for i in range(1, len(self.parents)):
-            depth[i] = depth[self.parents[i]] + 1
-        return max(depth)
-
 
 def grow(drafter: LevelDrafter, request: DraftRequest) -> DraftTree:
     """The tree `request` asks for, grown with a level-wise drafter (what `Drafter.propose` does by default)."""
