@@ -140,18 +140,20 @@ class KVCache:
         """
         rows = list(range(self.batch_size)) if row is None else [row]
         length = self.length if row is None else self.lengths[row]
-        keep = torch.as_tensor(keep, dtype=torch.long, device="cpu")
-        if keep.ndim != 1:
-            raise ValueError(f"keep must be 1-D, got shape {tuple(keep.shape)}")
+        if isinstance(keep, torch.Tensor):
+            if keep.ndim != 1:
+                raise ValueError(f"keep must be 1-D, got shape {tuple(keep.shape)}")
+            keep = keep.tolist()
+        keep = [int(i) for i in keep]  # checked on the host: a path of a few nodes, no tensor operations
         n = len(keep)
-        if n and (keep[0] < 0 or start + int(keep[-1]) >= length):
-            raise ValueError(f"compact: slots start+keep must lie in [{start}, {length}), got keep={keep.tolist()}")
-        if n > 1 and not bool((keep[1:] > keep[:-1]).all()):
-            raise ValueError(f"compact: keep must be strictly increasing, got {keep.tolist()}")
+        if n and (keep[0] < 0 or start + keep[-1] >= length):
+            raise ValueError(f"compact: slots start+keep must lie in [{start}, {length}), got keep={keep}")
+        if any(b <= a for a, b in zip(keep, keep[1:])):
+            raise ValueError(f"compact: keep must be strictly increasing, got {keep}")
         if not 0 <= start <= length:
             raise ValueError(f"compact: start={start} outside [0, length={length}]")
-        if n and not torch.equal(keep, torch.arange(n, device="cpu")):
-            src = (keep + start).to(self.k.device)
+        if keep != list(range(n)):
+            src = torch.tensor(keep, device=self.k.device) + start
             sel = slice(None) if row is None else slice(row, row + 1)
             with self._writable():
                 self.k[:, sel, :, start:start + n] = self.k[:, sel].index_select(3, src)

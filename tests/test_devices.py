@@ -73,20 +73,22 @@ def make_drafter(kind: str, target: Transformer) -> Drafter:
 
 @contextmanager
 def logits_devices(drafter: Drafter) -> Iterator[list[torch.device]]:
-    """Inside the block, the device of every logits tensor [n, V] the drafter returns is appended to the list."""
+    """Inside the block, the device of every tensor the drafter's level calls return (`next_logits`: logits [n, V];
+    `next_top`, which greedy growth asks: ids and log-probabilities [n, w]) is appended to the list."""
     seen: list[torch.device] = []
-    original = drafter.next_logits
 
-    def recorded(*args, **kwargs) -> torch.Tensor:
-        logits = original(*args, **kwargs)
-        seen.append(logits.device)
-        return logits
+    def recording(original: Callable) -> Callable:
+        def recorded(*args, **kwargs):
+            out = original(*args, **kwargs)
+            seen.extend(t.device for t in (out if isinstance(out, tuple) else (out,)))
+            return out
+        return recorded
 
-    drafter.next_logits = recorded
+    drafter.next_logits, drafter.next_top = recording(drafter.next_logits), recording(drafter.next_top)
     try:
         yield seen
     finally:
-        del drafter.next_logits
+        del drafter.next_logits, drafter.next_top
 
 
 def on(device: str, seen: list[torch.device]) -> bool:

@@ -1,12 +1,16 @@
-"""Greedy acceptance: the longest drafted path the target agrees with. Each rule is written once, on tensors,
-so the list loops, the batched loop and the fixed-shape loops (which must not read the device) share it."""
+"""Greedy acceptance: the longest drafted path the target agrees with.
+
+The rule has two forms, tested equal: on tensors with no host read (`accept_chain_greedy`, `tree_accepted_nodes`,
+`deepest_accepted`) for the batched and fixed-shape loops, which must not read the device, and on host lists
+(`accepted_path`) for the list loops, which hold the tree as lists and read the target's argmax once: a
+handful of Python comparisons instead of a dozen small tensor operations per verify pass."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import torch
 
-from .topology import depths, tree_mask, validate_parents
+from .topology import validate_parents
 
 
 def accept_chain_greedy(
@@ -48,8 +52,30 @@ def deepest_accepted(accepted: torch.Tensor, depth: torch.Tensor) -> torch.Tenso
     return torch.where(accepted, order, -1).argmax()
 
 
+def accepted_path(tokens: Sequence[int], parents: Sequence[int], predicted: Sequence[int]) -> list[int]:
+    """The host form of `tree_accepted_nodes` + `deepest_accepted`, for loops that hold the tree as lists (they read
+    the target's argmax once anyway): tokens [n], parents [n] (parents before children), predicted [n] (the
+    target's argmax after each node) -> the accepted path's node ids, starting with 0.
+
+    A node is accepted when its token is the target's argmax after its parent and its parent is accepted; the
+    path ends at the deepest accepted node, the lowest id among equally deep ones. A chain is the tree whose
+    node i has parent i - 1, so this is `accept_chain_greedy` too."""
+    accepted, depth, best = [True] * len(tokens), [0] * len(tokens), 0
+    for i in range(1, len(tokens)):
+        p = parents[i]
+        accepted[i] = accepted[p] and tokens[i] == predicted[p]
+        if accepted[i]:
+            depth[i] = depth[p] + 1
+            if depth[i] > depth[best]:
+                best = i
+    path = [best]
+    while path[-1]:
+        path.append(parents[path[-1]])
+    return path[::-1]
+
+
 def accept_greedy(tokens: Sequence[int], parents: Sequence[int], target_logits: torch.Tensor) -> list[int]:
-    """Longest root path the target agrees with -> node ids, starting with 0.
+    """Longest root path the target agrees with -> node ids, starting with 0 (`accepted_path`, checked inputs).
 
     target_logits [n, V]: row i is the target's prediction after node i's path. A node is accepted when its
     token is the target's argmax after its parent and its parent is accepted; the path ends at the deepest
@@ -61,12 +87,4 @@ def accept_greedy(tokens: Sequence[int], parents: Sequence[int], target_logits: 
             f"tokens ({len(tokens)}), parents ({len(parents)}) and target_logits "
             f"({target_logits.shape[0]} rows) differ in length"
         )
-    device = target_logits.device
-    accepted = tree_accepted_nodes(
-        torch.as_tensor(list(tokens), device=device), torch.as_tensor(list(parents), device=device),
-        tree_mask(parents, device), target_logits.argmax(-1),
-    )
-    path = [int(deepest_accepted(accepted, torch.tensor(depths(parents), device=device)))]
-    while path[-1]:
-        path.append(parents[path[-1]])
-    return path[::-1]
+    return accepted_path([int(t) for t in tokens], list(parents), target_logits.argmax(-1).tolist())

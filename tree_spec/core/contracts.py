@@ -38,8 +38,12 @@ class TargetFeatures:
     layers: tuple[torch.Tensor, ...] = ()
 
     def rows(self, index: Sequence[int] | torch.Tensor) -> TargetFeatures:
-        """The rows `index` (e.g. an accepted tree path, in path order) of every tensor."""
-        idx = torch.as_tensor(index, dtype=torch.long, device=self.hidden.device)
+        """The rows `index` (e.g. an accepted tree path, in path order) of every tensor; a run of consecutive
+        rows (a chain's accepted prefix) is taken as a view."""
+        if not isinstance(index, torch.Tensor) and len(index) and list(index) == list(range(index[0], index[-1] + 1)):
+            idx = slice(index[0], index[-1] + 1)
+        else:
+            idx = torch.as_tensor(index, dtype=torch.long, device=self.hidden.device)
         return TargetFeatures(self.hidden[idx], tuple(x[idx] for x in self.layers))
 
 

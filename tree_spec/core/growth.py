@@ -18,6 +18,7 @@ becomes eligible once its parent and previous sibling are kept; its descendants 
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -44,14 +45,23 @@ class DraftTree:
         return iter((self.tokens, self.parents))
 
 
+@torch.inference_mode()
 def grow(drafter: LevelDrafter, request: DraftRequest) -> DraftTree:
-    """The tree `request` asks for, grown with a level-wise drafter (what `Drafter.propose` does by default)."""
+    """The tree `request` asks for, grown with a level-wise drafter (what `Drafter.propose` does by default).
+    The request's shape was validated when it was made, so it is not checked again."""
     shape = request.shape.cut(request.max_depth)
     if isinstance(shape, Branching):
-        return build_draft_tree(drafter, request.context, request.root, shape.widths, request.sampling,
-                                shape.min_path_prob, request.trace)
-    return build_dynamic_tree(drafter, request.context, request.root, shape.depth, shape.width, shape.total_tokens,
-                              request.sampling, request.trace)
+        return _grow_branching(drafter, request.context, request.root, shape.widths, request.sampling,
+                               shape.min_path_prob, request.trace)
+    return _grow_dynamic(drafter, request.context, request.root, shape.depth, shape.width, shape.total_tokens,
+                         request.sampling, request.trace)
+
+
+def top_children(logits: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draft logits [n, V] -> the `width` most likely children of each row: token ids [n, w] and their draft
+    log-probabilities [n, w] (fp32), best first (w = min(width, V)). What greedy tree growth keeps of a level."""
+    top = torch.log_softmax(logits.float(), dim=-1).topk(min(width, logits.shape[-1]), dim=-1)
+    return top.indices, top.values
 
 
 def _level(drafter: LevelDrafter, context: Sequence[int], tokens: list[int], parents: list[int],
@@ -59,6 +69,19 @@ def _level(drafter: LevelDrafter, context: Sequence[int], tokens: list[int], par
     """One drafter call: logits [len(frontier), V] after each frontier node."""
     with trace.span("draft_call", width=len(frontier)):
         return drafter.next_logits(context, tokens, parents, frontier)
+
+
+def _level_top(drafter: LevelDrafter, context: Sequence[int], tokens: list[int], parents: list[int],
+               frontier: list[int], width: int, trace: Trace) -> tuple[list[list[int]], list[list[float]]]:
+    """One drafter call, greedy: the `width` best children of each frontier node and their draft log-probabilities,
+    as lists [len(frontier)][w]. A drafter with `next_top` (every `Drafter`) picks them itself, e.g. over its
+    reduced vocabulary; for any other, `top_children` of its logits."""
+    with trace.span("draft_call", width=len(frontier)):
+        if hasattr(drafter, "next_top"):
+            ids, logp = drafter.next_top(context, tokens, parents, frontier, width)
+        else:
+            ids, logp = top_children(drafter.next_logits(context, tokens, parents, frontier), width)
+        return ids.tolist(), logp.tolist()
 
 
 @torch.inference_mode()
@@ -84,26 +107,31 @@ def build_draft_tree(
     if not 0.0 <= min_path_prob <= 1.0:
         raise ValueError(f"min_path_prob must be in [0, 1], got {min_path_prob}")
     branching = Branching(tuple(as_int(w, "branching width") for w in branching), min_path_prob).widths
+    return _grow_branching(drafter, context, root, branching, sampling, min_path_prob, trace)
+
+
+def _grow_branching(drafter: LevelDrafter, context: Sequence[int], root: int, branching: tuple[int, ...],
+                    sampling: SamplingParams, min_path_prob: float, trace: Trace) -> DraftTree:
+    """`build_draft_tree` on arguments already validated."""
     tokens, parents, frontier = [int(root)], [-1], [0]
     path_prob = [1.0]
     draft_rows: list[tuple[int, torch.Tensor]] = []
     for width in branching:
         if not frontier:
             break
-        logits = _level(drafter, context, tokens, parents, frontier, trace)  # [len(frontier), V]
         if sampling.greedy:
-            probs = logits.float().softmax(-1) if min_path_prob else None
-            children = logits.topk(min(width, logits.shape[-1]), dim=-1).indices.tolist()
+            children, logp = _level_top(drafter, context, tokens, parents, frontier, width, trace)
+            child_probs = [[math.exp(x) for x in row] for row in logp] if min_path_prob else None
         else:
-            probs = sampling.probs(logits)
+            probs = sampling.probs(_level(drafter, context, tokens, parents, frontier, trace))  # [len(frontier), V]
             draft_rows += zip(frontier, probs)
             children = [
                 torch.multinomial(p, min(width, int((p > 0).sum())), replacement=False,
                                   generator=sampling.generator).tolist()
                 for p in probs
             ]
-        # a node's children may be fewer than its width (sampling without replacement): one row at a time
-        child_probs = [p[kids].tolist() for p, kids in zip(probs, children)] if min_path_prob else None
+            # a node's children may be fewer than its width (sampling without replacement): one row at a time
+            child_probs = [p[kids].tolist() for p, kids in zip(probs, children)] if min_path_prob else None
         next_frontier = []
         for j, (node, kids) in enumerate(zip(frontier, children)):
             for c, token in enumerate(kids):
@@ -137,11 +165,15 @@ def build_dynamic_tree(
     `sampling.top_k` truncates the draft distribution as everywhere else; the expansion width is `width`."""
     depth, width, total_tokens = as_int(depth, "depth"), as_int(width, "width"), as_int(total_tokens, "total_tokens")
     DynamicShape(depth, width, total_tokens)  # validates them
+    return _grow_dynamic(drafter, context, root, depth, width, total_tokens, sampling, trace)
+
+
+def _grow_dynamic(drafter: LevelDrafter, context: Sequence[int], root: int, depth: int, width: int, total_tokens: int,
+                  sampling: SamplingParams, trace: Trace) -> DraftTree:
+    """`build_dynamic_tree` on arguments already validated."""
     tokens, parents, score, depth_of, rows = expand_candidates(drafter, context, root, depth if total_tokens else 0,
                                                                width, sampling, trace)
-    best = rerank(torch.tensor(score[1:], dtype=torch.float64, device="cpu"), torch.tensor(depth_of[1:], device="cpu"),
-                  total_tokens)
-    keep = [0] + (best + 1).tolist()
+    keep = [0] + [i + 1 for i in rerank_list(score[1:], depth_of[1:], total_tokens)]
     new_id = {old: new for new, old in enumerate(keep)}
     tree = DraftTree([tokens[i] for i in keep], [new_id[parents[i]] if i else -1 for i in keep])
     if not sampling.greedy:
@@ -163,19 +195,17 @@ def expand_candidates(
     rows: dict[int, torch.Tensor] = {}
     frontier = [0]
     for _ in range(depth):
-        logits = _level(drafter, context, tokens, parents, frontier, trace)  # [len(frontier), V]
-        if sampling.greedy:  # the top-width children and their log-probabilities, one topk
-            top = torch.log_softmax(logits.float(), dim=-1).topk(min(width, logits.shape[-1]), dim=-1)
-            picks, slot = top.indices.tolist(), top.values.tolist()  # [len(frontier), width] each
+        if sampling.greedy:  # the top-width children and their log-probabilities
+            picks, slot = _level_top(drafter, context, tokens, parents, frontier, width, trace)
         else:
-            probs = sampling.probs(logits)
+            probs = sampling.probs(_level(drafter, context, tokens, parents, frontier, trace))  # [len(frontier), V]
             picks = [
                 torch.multinomial(p, min(width, int((p > 0).sum())), replacement=False,
                                   generator=sampling.generator).tolist()
                 for p in probs
             ]
             rows.update(zip(frontier, probs))
-            slot = probs.log().topk(min(width, logits.shape[-1]), dim=-1).values.tolist()
+            slot = probs.log().topk(min(width, probs.shape[-1]), dim=-1).values.tolist()
         level = []
         for r, (node, kids) in enumerate(zip(frontier, picks)):
             for rank, token in enumerate(kids):
@@ -205,3 +235,10 @@ def rerank(scores: torch.Tensor, depths: torch.Tensor, total_tokens: int) -> tor
     lower index), so the kept set holds every kept node's parent and earlier siblings: it is a tree.
     """
     return rerank_order(scores, depths)[:total_tokens].sort().values
+
+
+def rerank_list(scores: Sequence[float], depths: Sequence[int], total_tokens: int) -> list[int]:
+    """`rerank` on host lists, for the list loops that hold the candidates as lists: the same keys (in float64),
+    the same stable order (Python's sort is stable), so the same kept indices, ascending."""
+    order = sorted(range(len(scores)), key=lambda i: -(scores[i] - TIE_BREAK * depths[i]))
+    return sorted(order[:total_tokens])

@@ -16,7 +16,7 @@ import torch
 
 from mini_llm import KVCache, Transformer, sample_next
 
-from ..core.accept import accept_chain_greedy, deepest_accepted, tree_accepted_nodes
+from ..core.accept import accepted_path
 from ..core.contracts import (
     GREEDY, NO_TRACE, Branching, DraftRequest, DynamicShape, Proposer, SamplingParams, StepResult, TargetFeatures,
     Trace,
@@ -25,7 +25,7 @@ from ..core.growth import DraftTree
 from ..core.output import SpecOutput
 from ..core.request import validate_request
 from ..core.sampling import verify_chain, verify_tree
-from ..core.topology import ancestor_mask, depths
+from ..core.topology import depths, tree_mask
 from ..drafters.model import as_drafter
 
 
@@ -56,17 +56,15 @@ def tree_shape(parents: tuple[int, ...], device: torch.device) -> TreeShape:
     """A tree shape's tensors, validated and built once per shape and device (a loop's trees repeat their
     shapes: a fixed branching always, an EAGLE-2 tree often)."""
     depth = depths(parents)
-    parents_t = torch.tensor(parents, device=device)
     chain = all(p == i - 1 for i, p in enumerate(parents))
-    mask = None if chain else ancestor_mask(parents_t, max(depth))
-    return TreeShape(parents_t, torch.tensor(depth, device=device), mask, max(depth), chain)
+    mask = None if chain else tree_mask(parents, device)
+    return TreeShape(torch.tensor(depth, device=device), mask, max(depth), chain)
 
 
 class TreeShape(NamedTuple):
-    """parents [n] and depth [n] on the device, the ancestor mask [n, n] (None for a chain: causal), the depth
-    below the root, and whether the tree is a chain."""
+    """depth [n] on the device, the ancestor mask [n, n] (None for a chain: causal), the depth below the root, and
+    whether the tree is a chain."""
 
-    parents: torch.Tensor
     depth: torch.Tensor
     mask: torch.Tensor | None
     max_depth: int
@@ -80,8 +78,8 @@ def verify(
     """Verify `tree` (node 0 the root, the last committed token) in ONE target pass and keep the accepted path's
     K/V in `cache` (which holds every committed token before the root) -> StepResult.
 
-    Greedy: the longest path the target agrees with (`accept_chain_greedy` for a chain, `tree_accepted_nodes`
-    and `deepest_accepted` for a tree). Sampling: `verify_chain` / `verify_tree`, lossless.
+    Greedy: the longest path the target agrees with (`accepted_path` on the target's argmax, read once).
+    Sampling: `verify_chain` / `verify_tree`, lossless.
     """
     device = target.device
     start = cache.length
@@ -92,30 +90,20 @@ def verify(
     with trace.span("verify", tokens=n):
         logits, feats = target_forward(target, drafter, ids, cache, pos, shape.mask)   # [n, V]
     drafter.observe_verify(tree.tokens, tree.parents, logits)
-    if shape.chain:
-        drafts = tree.tokens[1:]
-        if sampling.greedy:
-            n_accepted, next_token = torch.stack(accept_chain_greedy(ids[0, 1:], logits)).tolist()
-        else:
-            target_probs = sampling.probs(logits)
-            n_accepted, next_token = verify_chain(drafts, tree.draft_probs[: n - 1].to(device), target_probs,
-                                                  sampling.generator)
+    if sampling.greedy:
+        predicted = logits.argmax(-1).tolist()
+        path = accepted_path(tree.tokens, tree.parents, predicted)
+        next_token = predicted[path[-1]]
+    elif shape.chain:
+        n_accepted, next_token = verify_chain(tree.tokens[1:], tree.draft_probs[: n - 1].to(device),
+                                              sampling.probs(logits), sampling.generator)
         path = list(range(n_accepted + 1))
-        cache.truncate(start + 1 + n_accepted)
     else:
-        if sampling.greedy:
-            predicted = logits.argmax(-1)
-            accepted = tree_accepted_nodes(ids[0], shape.parents, shape.mask, predicted)
-            node = deepest_accepted(accepted, shape.depth)
-            node, next_token = torch.stack((node, predicted[node])).tolist()
-            path = [node]
-            while path[-1]:
-                path.append(tree.parents[path[-1]])
-            path.reverse()
-        else:
-            target_probs = sampling.probs(logits)
-            path, next_token = verify_tree(tree.tokens, tree.parents, tree.draft_probs.to(device), target_probs,
-                                           sampling.generator)
+        path, next_token = verify_tree(tree.tokens, tree.parents, tree.draft_probs.to(device), sampling.probs(logits),
+                                       sampling.generator)
+    if shape.chain:
+        cache.truncate(start + len(path))
+    else:
         cache.compact(start, path)
     return StepResult([tree.tokens[i] for i in path[1:]], next_token, n - 1, shape.max_depth,
                       feats and feats.rows(path))

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 
 from ..core.contracts import DraftRequest, TargetFeatures
-from ..core.growth import DraftTree, grow
+from ..core.growth import DraftTree, grow, top_children
 
 
 class Drafter(ABC):
@@ -62,6 +62,15 @@ class Drafter(ABC):
         context: the committed tokens before the root; (tokens, parents): the tree so far, whose
         node 0 is the root (the last token the target gave); frontier: leaves of that tree.
         """
+
+    def next_top(
+        self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int],
+        width: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The `width` most likely children after each frontier node: token ids [len(frontier), w] and their draft
+        log-probabilities [len(frontier), w], best first (`top_children` of `next_logits`). Greedy tree growth
+        asks this; a drafter that can pick them more cheaply (over a reduced vocabulary) overrides it."""
+        return top_children(self.next_logits(context, tokens, parents, frontier), width)
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -20,6 +20,7 @@ from mini_llm.model import column_major, rope_cos_sin
 
 from .base import Drafter, _common_prefix
 from ..core.contracts import TargetFeatures
+from ..core.growth import top_children
 from .heads import MedusaHeads, RecurrentHead
 
 
@@ -65,6 +66,15 @@ class _FeatureDrafter(Drafter):
         full = small.new_full((*small.shape[:-1], self.vocab_size), float("-inf"))
         return full.index_copy_(-1, self.draft_vocab, small)
 
+    def top(self, hidden: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Head outputs [n, C] -> `top_children` of their logits: token ids [n, w] and draft log-probabilities
+        [n, w]. With a draft vocabulary, picked among its N tokens only (the -inf rest never wins), so the
+        full-vocabulary logits are never built."""
+        if self.draft_vocab is None:
+            return top_children(self.target.logits_from_hidden(hidden), width)
+        ids, logp = top_children(F.linear(self.target.norm(hidden), self._vocab_weight), width)  # over the N
+        return self.draft_vocab[ids], logp
+
     def _check_aligned(self, context: Sequence[int]) -> None:
         if self.seen != len(context):
             raise ValueError(
@@ -85,10 +95,10 @@ class MedusaDrafter(_FeatureDrafter):
     def __init__(self, target: Transformer, heads: MedusaHeads, draft_vocab: torch.Tensor | None = None) -> None:
         super().__init__(target, heads, draft_vocab)
         self.last: torch.Tensor | None = None  # [C]: feature of the last committed token
-        self._logits_for, self._logits = -1, None
+        self._outputs_for, self._outputs = -1, None
 
     def reset(self, max_len: int) -> None:
-        self.seen, self.last, self._logits_for = 0, None, -1
+        self.seen, self.last, self._outputs_for = 0, None, -1
 
     def observe(self, features: TargetFeatures) -> None:
         self.seen += features.hidden.shape[0]
@@ -98,15 +108,26 @@ class MedusaDrafter(_FeatureDrafter):
     def next_logits(
         self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int]
     ) -> torch.Tensor:
+        return self.logits(self._head_outputs(context, parents, frontier))
+
+    @torch.inference_mode()
+    def next_top(
+        self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int],
+        width: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.top(self._head_outputs(context, parents, frontier), width)
+
+    def _head_outputs(self, context: Sequence[int], parents: Sequence[int], frontier: Sequence[int]) -> torch.Tensor:
+        """The output [len(frontier), C] of the head for each frontier node's depth (all heads run once per step)."""
         self._check_aligned(context)
-        if self._logits_for != len(context):
-            self._logits = self.logits(self.head(self.last))  # [K, V]
-            self._logits_for = len(context)
+        if self._outputs_for != len(context):
+            self._outputs = self.head(self.last)  # [K, C]
+            self._outputs_for = len(context)
             self.calls += 1
         levels = [_depth(parents, node) for node in frontier]
         if max(levels) >= self.head.num_heads:
             raise ValueError(f"Medusa has {self.head.num_heads} heads: trees can be at most that deep")
-        return self._logits[torch.tensor(levels, device=self._logits.device)]
+        return self._outputs[levels]
 
 
 class HeadDrafter(_FeatureDrafter):
@@ -159,6 +180,19 @@ class HeadDrafter(_FeatureDrafter):
     def next_logits(
         self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int]
     ) -> torch.Tensor:
+        return self.logits(self._frontier_features(context, tokens, parents, frontier))
+
+    @torch.inference_mode()
+    def next_top(
+        self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int],
+        width: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.top(self._frontier_features(context, tokens, parents, frontier), width)
+
+    def _frontier_features(
+        self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int]
+    ) -> torch.Tensor:
+        """The head's output feature [len(frontier), C] of each frontier node, forwarding what is missing."""
         self._check_aligned(context)
         seq = [*context, int(tokens[0])]
         if self.step != seq:  # a new step: the last step's tree is forgotten (its slots get overwritten)
@@ -170,7 +204,7 @@ class HeadDrafter(_FeatureDrafter):
             ready = [n for n in pending if parents[n] == 0 or parents[n] in self.slot]
             self._forward_nodes(ready)
             pending = [n for n in pending if n not in self.slot]
-        return self.logits(self.out[torch.tensor(frontier, device=self.device)])
+        return self.out[frontier]
 
     def _extend_tree(self, tokens: Sequence[int], parents: Sequence[int]) -> None:
         """Take the step's tree as it is now: new nodes get their depths; a tree that does not extend the one

@@ -8,6 +8,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from mini_llm import Transformer
+from mini_llm.model import column_major
 
 from .base import Drafter
 from .features import HeadDrafter, MedusaDrafter
@@ -45,7 +46,10 @@ def load_head_module(folder: str | Path, target: Transformer) -> torch.nn.Module
         raise ValueError(f"head in {folder} does not fit the target (hidden {target.cfg.hidden_size}): "
                          f"missing, unexpected or mis-shaped tensors {bad}")
     head.load_state_dict(state)
-    return head.to(device=target.device, dtype=target.dtype).eval()
+    head = head.to(device=target.device, dtype=target.dtype).eval()
+    if target.device.type == "cpu":  # as the target's weights: faster for the few rows a draft call feeds
+        head.load_state_dict({k: column_major(p.detach()) for k, p in head.named_parameters()}, assign=True)
+    return head
 
 
 def drafter_for(target: Transformer, head: torch.nn.Module, draft_vocab: torch.Tensor | None = None) -> Drafter:
