@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tree_spec.analysis.bench import main
+from tree_spec.analysis.bench_report import markdown
 from tree_spec.analysis.clocks import clock_name
 from tree_spec.drafters.head_io import save_head
 from tree_spec.drafters.heads import make_head
@@ -77,6 +78,9 @@ def test_bench_quick_greedy(folders, device):
     for name in ("BENCHMARK.md", "benchmark.json", "benchmark.png"):
         assert (out / name).is_file()
     assert json.loads((out / "benchmark.json").read_text())["rows"] == result["rows"]
+    assert result["draft_vocab_coverage"] == []  # no drafter here has a reduced vocabulary
+    shown = markdown({**result, "draft_vocab_coverage": [dict(size=1024, coverage=0.875)]})
+    assert "1024 tokens cover 87.5% of the tokens plain decoding wrote" in shown
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -178,7 +178,9 @@ def test_cli_profiles_costs_searches_validates_and_saves(tmp_path, capsys):
                   "--curve", str(TUNED_DIR.parent / "costs" / "tiny-qwen3.json"), "--out", str(tmp_path)])
     text = capsys.readouterr().out
     assert "rank-r candidate at depth d" in text and "draft vocabulary 1024" in text and "validation" in text
+    assert "draft vocabulary coverage" in text
     tuned = json.loads((tmp_path / "mtp.json").read_text())
+    assert 0.5 < tuned["coverage"]["1024"] < 1  # the 1024 most frequent of 4096 tokens: most of what it writes
     assert tuned == json.loads(json.dumps(saved[0]))
     assert tuned["drafter"] == "mtp" and tuned["draft_vocab"] in (None, 1024)
     assert len(tuned["branching"]) <= 3  # the profile is 3 deep: fixed shapes deeper than it are not run
@@ -187,3 +189,10 @@ def test_cli_profiles_costs_searches_validates_and_saves(tmp_path, capsys):
     assert "confidence stop" in text and stop["k"] == CONFIDENCE_STOP["k"]
     assert {m["min_path_prob"] for m in stop["measured"]} == {*THETAS, CONFIDENCE_STOP["min_path_prob"]}
     assert stop["min_path_prob"] == choose_theta(stop["measured"], CONFIDENCE_STOP["min_path_prob"])
+
+
+def test_vocab_coverage_is_the_share_of_tokens_inside_the_draft_vocabulary():
+    from tree_spec.analysis.tuned import vocab_coverage
+
+    assert vocab_coverage([1, 2, 3, 4, 1], torch.tensor([1, 2])) == 0.6
+    assert vocab_coverage([], [1]) == 0.0

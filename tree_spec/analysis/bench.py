@@ -49,7 +49,7 @@ from .bench_run import run_bench, summarize
 from .clocks import clock_name
 from .curve import DEFAULT_NEW_TOKENS, ForwardTimer
 from .prompts import held_out_prompts
-from .tuned import TUNED_DIR
+from .tuned import TUNED_DIR, vocab_coverage
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -101,12 +101,15 @@ def main(argv: list[str] | None = None) -> dict:
                              context=mean_prompt + new_tokens // 2)
         print(f"{len(methods)} methods x {n_prompts} prompts x {new_tokens} tokens, temperature {args.temperature}, "
               f"{torch.get_num_threads()} torch thread(s), {target.device}: {clock_name(target.device)}")
-        run_bench(methods, prompts, new_tokens, args.temperature, args.seed, target, timer)
+        written = [t for tokens in run_bench(methods, prompts, new_tokens, args.temperature, args.seed, target, timer)
+                   for t in tokens]
+        vocabs = {len(v): v for m in methods if (v := getattr(m.drafter, "draft_vocab", None)) is not None}
         curve = timer.curve(str(args.target))
         result = dict(
             target=str(args.target), draft=str(args.draft), temperature=args.temperature, prompts=n_prompts,
             new_tokens=new_tokens, machine=machine(target.device), device=str(target.device),
             clock=clock_name(target.device), skipped=skipped, rows=summarize(methods, curve),
+            draft_vocab_coverage=[dict(size=n, coverage=vocab_coverage(written, v)) for n, v in sorted(vocabs.items())],
             cost_curve=curve.to_dict(),
             command="python -m tree_spec.analysis.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
         )

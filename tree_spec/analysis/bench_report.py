@@ -87,6 +87,11 @@ def markdown(result: dict) -> str:
     if result["skipped"]:
         lines += ["", "Skipped: " + "; ".join(result["skipped"]) + "."]
     lines += tuned_vs_fixed(result["rows"])
+    if result.get("draft_vocab_coverage"):
+        shares = "; ".join(f"{c['size']} tokens cover {c['coverage']:.1%}" for c in result["draft_vocab_coverage"])
+        lines += ["", f"Reduced draft vocabularies (the N most frequent tokens of the training text, as EAGLE-3's "
+                      f"draft-to-target map and FR-Spec): {shares} of the tokens plain decoding wrote in this run, the "
+                      f"most often a drafter limited to them can match the target at one position."]
     curve = CostCurve.from_dict(result["cost_curve"]) if result.get("cost_curve") else None
     if curve is not None:
         points = ", ".join(f"{n}: {m:.2f}" for n, m in zip(curve.new_tokens, curve.ms_points))

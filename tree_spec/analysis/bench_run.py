@@ -20,17 +20,19 @@ TOLERANCE = 0.15  # predicted vs measured ms/token
 
 
 def run_bench(methods: list[Method], prompts: list[list[int]], new_tokens: int, temperature: float, seed: int,
-              target: Transformer, timer: ForwardTimer | None = None) -> None:
+              target: Transformer, timer: ForwardTimer | None = None) -> list[list[int]]:
     """Run every method on every prompt, interleaved; accumulate each method's counters and time breakdown
     (prefill, verify forwards, drafter work; thread CPU time, or synchronized wall time when the target is on
     CUDA) in place. After each prompt, `timer` samples the target's cost curve once more, so the curve is
-    measured under the same conditions as the runs."""
+    measured under the same conditions as the runs. Returns the first method's (plain decoding's) new tokens
+    per prompt."""
     for method in methods:  # warm-up: lazy imports, allocator, first-call overheads
         method.run(prompts[0][:16], 4, temperature, seed, NO_TRACE)
     if timer is not None:
         timer.sample(1)
     bar = tqdm(total=len(prompts) * len(methods), desc="bench", unit="run", disable=None)
     wall_start = time.perf_counter()
+    references = []
     for i, prompt in enumerate(prompts):
         reference = None
         for method in methods:
@@ -48,9 +50,11 @@ def run_bench(methods: list[Method], prompts: list[list[int]], new_tokens: int, 
         if timer is not None:  # untimed forwards first: the methods' runs left the CPU caches cold
             timer.warm()
             timer.sample(1)
+        references.append(reference)
         if bar.disable:  # no terminal (a background run with a log): one line per prompt instead
             print(f"prompt {i + 1}/{len(prompts)} done, {time.perf_counter() - wall_start:.0f} s", flush=True)
     bar.close()
+    return references
 
 
 def per_depth_acceptance(spec: SpecOutput | None, chain: bool, passes: int) -> list[float]:

@@ -15,7 +15,8 @@
    held-out prompts (interleaved, twice, thread time); the fastest measured shape is saved, unless it beats
    the benchmark's fixed shape by less than `search.MARGIN` (then the fixed shape is kept: the difference is noise).
    For head drafters the reduced draft vocabularies (`--vocab`, e.g. the 1024 most frequent target tokens,
-   EAGLE-3's d2t idea) are candidates too.
+   EAGLE-3's d2t idea) are candidates too; each one's coverage (the share of the target's greedy tokens on the
+   validation prompts inside it, the ceiling on its per-position acceptance) is printed and saved.
 5. Confidence stop (recurrent heads: EAGLE-1, EAGLE-3, MTP; with validation): chains of up to k drafts that stop
    once the draft's path probability falls below θ (`speculative_generate(..., min_path_prob=θ)`) run for
    `search.THETAS` on the same prompts; the fastest θ is saved as `confidence_stop`, unless it beats the default
@@ -23,7 +24,7 @@
    read it.
 
 Output: `models/tuned/<drafter>.json` with drafter, form ("chain" or "tree"), branching, k (chains),
-draft_vocab (N or null), predicted_tau, predicted_ms_per_token, the measured validation rows, the profile,
+draft_vocab (N or null), coverage, predicted_tau, predicted_ms_per_token, the measured validation rows, the profile,
 the cost terms and the cost curve. `tuned.tuned_drafter(name, target)` rebuilds the saved drafter and its
 branching (the benchmark uses it for its "(tuned)" rows).
 """
@@ -38,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from mini_llm import Transformer, load_model, load_tokenizer
+from mini_llm import Transformer, generate, load_model, load_tokenizer
 from mini_llm.load import MODELS_DIR, resolve_model_path
 
 from .clocks import hardware_name, one_thread
@@ -48,7 +49,7 @@ from .prompts import held_out_prompts
 from .ranks import measure_rank_profile
 from .search import ALSO_VALIDATED, CONFIDENCE_DRAFTERS, FIXED_SHAPES, choose, rank_shapes, shape_text, tune_confidence_stop, validate
 from .step_costs import draft_call_breakdown, measure_costs
-from .tuned import DRAFTERS, DYNAMIC_DRAFTERS, HEAD_FOLDERS, TUNED_DIR, make_drafter, token_order
+from .tuned import DRAFTERS, DYNAMIC_DRAFTERS, HEAD_FOLDERS, TUNED_DIR, make_drafter, token_order, vocab_coverage
 
 
 def tune_drafter(
@@ -65,6 +66,7 @@ def tune_drafter(
     with one_thread():
         profiles = measure_rank_profile(target, drafter, prompts, args.new_tokens, args.depth, args.max_rank, name, subsets)
     print(profiles[None].describe())
+    coverage = print_coverage(target, cost_prompts, subsets, args.validate_tokens)
     drafters = {None: drafter}
     for n in vocab_sizes:
         drafters[n] = make_drafter(name, target, args.draft, args.heads, subsets[n])
@@ -116,7 +118,7 @@ def tune_drafter(
     return dict(
         drafter=name, target=model_name, form="chain" if all(w == 1 for w in row["branching"]) else "tree",
         branching=row["branching"], k=len(row["branching"]) if all(w == 1 for w in row["branching"]) else None,
-        draft_vocab=key, predicted_tau=row["tokens_per_pass"], predicted_ms_per_token=row["ms_per_token"],
+        draft_vocab=key, coverage=coverage, predicted_tau=row["tokens_per_pass"], predicted_ms_per_token=row["ms_per_token"],
         predicted_speedup=row["speedup"], measured=measured, confidence_stop=confidence,
         top=[dict(vocab=k, **{x: r[x] for x in ("branching", "tokens_per_pass", "ms_per_token", "speedup")})
              for k, _, rs in results for r in rs[:args.top]],
@@ -124,6 +126,20 @@ def tune_drafter(
         cost_curve=curve.to_dict(), hardware=hardware_name(), torch_version=torch.__version__,
         seconds=time.perf_counter() - t0, command="python -m tree_spec.analysis.tune " + " ".join(sys.argv[1:]),
     )
+
+
+def print_coverage(target: Transformer, prompts: Sequence[Sequence[int]], subsets: dict[int, torch.Tensor],
+                   new_tokens: int) -> dict[str, float]:
+    """Print and return, per reduced draft vocabulary, the share of the tokens the target writes greedily after
+    `prompts` that lie inside it ({size as text: share}; JSON keys are text)."""
+    if not subsets:
+        return {}
+    with torch.inference_mode():
+        written = [t for p in prompts for t in generate(target, list(p), new_tokens)[0].tolist()]
+    coverage = {str(n): vocab_coverage(written, ids) for n, ids in subsets.items()}
+    print("draft vocabulary coverage (the target's greedy tokens on the validation prompts inside it): "
+          + ", ".join(f"{n} tokens {share:.1%}" for n, share in coverage.items()))
+    return coverage
 
 
 def dynamic_for(name: str, target: Transformer, tokenizer, model_name: str, curve: CostCurve,
@@ -134,6 +150,8 @@ def dynamic_for(name: str, target: Transformer, tokenizer, model_name: str, curv
     drafters = {n: make_drafter(name, target, args.draft, args.heads, torch.tensor(order[:n]) if n else None)
                 for n in [None, *sizes]}
     every = held_out_prompts(tokenizer, args.prompts + args.validate_prompts)
+    print_coverage(target, every[args.prompts:] or every[:2], {n: torch.tensor(order[:n]) for n in sizes},
+                   args.validate_tokens)
     print(f"\n{name}: EAGLE-2 dynamic tree, validation on {args.validate_prompts} held-out prompts:")
     with one_thread():
         return tune_dynamic(name, target, drafters, every[:args.prompts], every[args.prompts:] or every[:2], curve, args)

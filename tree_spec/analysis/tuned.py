@@ -7,6 +7,7 @@ rebuilds both. The reduced draft vocabulary of size N is the N most frequent tar
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -39,6 +40,13 @@ def frequent_tokens(tokenizer, vocab_size: int, windows: int = 256, length: int 
     ids = training_windows(tokenizer, windows, length, seed=0).flatten()
     counts = torch.bincount(ids, minlength=vocab_size)[:vocab_size]
     return sorted(range(vocab_size), key=lambda t: (-int(counts[t]), t))
+
+
+def vocab_coverage(tokens: Sequence[int], vocab: torch.Tensor | Sequence[int]) -> float:
+    """The share of `tokens` (e.g. what the target wrote) inside the draft vocabulary `vocab`: a drafter that proposes
+    only those ids can match the target at most that often per position."""
+    inside = set(torch.as_tensor(vocab).tolist())
+    return sum(t in inside for t in tokens) / max(len(tokens), 1)
 
 
 def token_order(model_name: str, tokenizer, vocab_size: int) -> list[int]:
