@@ -20,6 +20,7 @@ from torch import nn
 
 from .cache import KVCache, FixedShapeCache, attention_mask
 from .config import Config
+from .linear import Linear, PackedCopy, linear
 
 
 class RMSNorm(nn.Module):
@@ -77,7 +78,7 @@ class Projection(NamedTuple):
     bias: torch.Tensor | None
 
 
-class FusedLinear(nn.Linear):
+class FusedLinear(Linear):
     """Linear layers that read the same input, stacked along the output: one matmul instead of several.
 
     A decode step of a small model spends more time launching operators than multiplying, so one call
@@ -143,7 +144,7 @@ class Attention(nn.Module):
         # q_proj, k_proj and v_proj read the same x: one [q + 2 kv, C] matmul instead of three.
         parts = {"q_proj": q_size, "k_proj": kv_size, "v_proj": kv_size}
         self.qkv_proj = FusedLinear(cfg.hidden_size, parts, bias=cfg.attention_bias)
-        self.o_proj = nn.Linear(q_size, cfg.hidden_size, bias=cfg.attention_bias)
+        self.o_proj = Linear(q_size, cfg.hidden_size, bias=cfg.attention_bias)
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
         checkpoint_names(self)
@@ -193,7 +194,7 @@ class MLP(nn.Module):
         super().__init__()
         parts = {"gate_proj": cfg.intermediate_size, "up_proj": cfg.intermediate_size}
         self.gate_up_proj = FusedLinear(cfg.hidden_size, parts, bias=False)
-        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+        self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
         checkpoint_names(self)
 
     # The checkpoint's projections, read as views of the fused one: `mlp.gate_proj.weight` [I, C].
@@ -229,6 +230,7 @@ class Transformer(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         if not cfg.tie_word_embeddings:
             self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self._lm_head_packed = PackedCopy()  # the LM head's multi-row copy (mini_llm.linear)
         self._rope: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}  # see rope_tables
 
     @property
@@ -262,7 +264,8 @@ class Transformer(nn.Module):
     def logits_from_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
         """Final norm + LM head: hidden [..., C] (the final-norm input) -> logits [..., V]."""
         h = self.norm(hidden)
-        return F.linear(h, self.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight)
+        weight = self.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
+        return linear(h, weight, None, self._lm_head_packed)
 
     def forward(
         self,
@@ -374,10 +377,10 @@ class Transformer(nn.Module):
 def column_major(weight: torch.Tensor) -> torch.Tensor:
     """The same [out, in] matrix stored column-major (W^T contiguous); other tensors unchanged.
 
-    `F.linear(x, W)` computes x @ W^T. With W^T contiguous, the CPU BLAS multiplies a few rows (a decode
-    step, a verify pass over a handful of tokens) without a transposed operand: ~25 % faster at 4-8
-    rows, equal at 1 row, on the x86 CPUs this course was measured on. Values, shapes and names are
-    those of the checkpoint; `hf_state_dict` writes them back row-major.
+    `F.linear(x, W)` computes x @ W^T. With W^T contiguous, the CPU BLAS multiplies one or two rows (a decode
+    step; `mini_llm.linear` gives three or more a packed copy) without a transposed operand: about twice as fast
+    at one row with the weights coming from memory, on the AMD EPYC this course was last measured on. Values,
+    shapes and names are those of the checkpoint; `hf_state_dict` writes them back row-major.
     """
     return weight.t().contiguous().t() if weight.ndim == 2 else weight
 
