@@ -10,9 +10,8 @@ from tree_spec.core.contracts import TargetFeatures
 from tree_spec.core.accept import accepted_path, deepest_accepted, tree_accepted_nodes
 from tree_spec.core.growth import rerank, rerank_list, top_children
 from tree_spec.core.topology import depths, tree_mask
-from tree_spec.drafters.features import HeadDrafter, MedusaDrafter
-from tree_spec.drafters.heads import make_head
 from tests.spec_models import random_model
+from tests.test_drafters import make_drafter
 
 
 def random_tree(rng: random.Random, n: int, vocab: int) -> tuple[list[int], list[int]]:
@@ -56,15 +55,10 @@ def test_rerank_list_equals_rerank_with_ties() -> None:
 @pytest.mark.parametrize("reduced", [False, True])
 def test_next_top_equals_the_top_children_of_next_logits(kind: str, reduced: bool) -> None:
     target = random_model(seed=0)
-    torch.manual_seed(0)
-    with torch.device("cpu"):
-        head = make_head(kind, target.cfg)
-    if kind == "medusa":
-        with torch.no_grad():
-            for block in head.blocks:
-                block.weight.normal_(0, 0.3)
-    vocab = torch.arange(0, target.cfg.vocab_size, 3) if reduced else None
-    drafter = (MedusaDrafter if kind == "medusa" else HeadDrafter)(target, head, vocab)
+    drafter = make_drafter(kind, target)
+    vocab = torch.arange(0, target.cfg.vocab_size, 3)
+    if reduced:
+        drafter.set_draft_vocab(vocab)
     prompt = torch.randint(1, target.cfg.vocab_size, (12,)).tolist()
     drafter.reset(64)
     cache = KVCache(target.cfg, 1, 64)
