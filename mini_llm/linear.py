@@ -4,7 +4,7 @@ A decode step multiplies one row by each weight, and the BLAS path (`F.linear` o
 `from_pretrained` stores) is the fastest there. A verify pass multiplies a few rows (3 to a few dozen tokens),
 and there the BLAS path re-packs the weight into its blocked layout on every call. oneDNN can keep a copy of the
 weight in its own blocked layout, packed once (as PyTorch's CPU compiler and IPEX do for linear layers): on the
-AMD EPYC this course was measured on it multiplies 3-25 rows 20-45 % faster per matrix, one row 10-30 % slower,
+AMD EPYC this course was measured on it multiplies 3-25 rows 20-45 % faster per matrix, one row about 20 % slower,
 and a 5-token forward of the embedded target took 19 % less time. So several rows take the packed copy and one
 row keeps the BLAS path. The copy costs the weight's memory a second time, made on first use; it is rebuilt
 when the weight changes (an in-place update, a move), and never used under autograd, off the CPU, or for a weight
