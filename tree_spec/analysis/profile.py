@@ -81,7 +81,8 @@ def profile_forward(target: Transformer, n: int, context: int = 128, repeats: in
     return sorted(rows, key=lambda r: r[1], reverse=True)
 
 
-MATMUL_OPS = frozenset({"linear", "mm", "addmm", "matmul", "bmm"})  # the matrix products of the weights
+MATMUL_OPS = frozenset({"linear", "mm", "addmm", "matmul", "bmm",  # the matrix products of the weights; the last:
+                        "_linear_pointwise"})  # mini_llm.linear's packed copy (forwards over three or more rows)
 
 
 @dataclass
