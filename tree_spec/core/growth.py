@@ -1,7 +1,9 @@
 """Growing draft trees from a level-wise drafter: a fixed branching shape, or EAGLE-2's dynamic expansion.
 
 A level-wise drafter answers one question, `next_logits(context, tokens, parents, frontier)`: its logits after
-every frontier node of the tree drafted so far. Both builders call it once per tree level.
+every frontier node of the tree drafted so far. Both builders ask once per tree level: sampled growth for the
+logits, greedy growth for the best children only (`next_top` where the drafter has it, else `top_children` of
+the logits), which a drafter with a reduced vocabulary answers without full-vocabulary logits.
 
 EAGLE-2 expansion (`build_dynamic_tree`): at each of `depth` levels, the `width` nodes of the newest level with
 the highest cumulative draft log-probability (the product of draft probabilities along the path, EAGLE-2's
