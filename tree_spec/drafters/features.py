@@ -75,6 +75,25 @@ class _FeatureDrafter(Drafter):
         ids, logp = top_children(F.linear(self.target.norm(hidden), self._vocab_weight), width)  # over the N
         return self.draft_vocab[ids], logp
 
+    @torch.inference_mode()
+    def next_logits(
+        self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int]
+    ) -> torch.Tensor:
+        return self.logits(self._features(context, tokens, parents, frontier))
+
+    @torch.inference_mode()
+    def next_top(
+        self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int],
+        width: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.top(self._features(context, tokens, parents, frontier), width)
+
+    def _features(
+        self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int]
+    ) -> torch.Tensor:
+        """The head's output [len(frontier), C] for each frontier node (what `logits` / `top` score)."""
+        raise NotImplementedError
+
     def _check_aligned(self, context: Sequence[int]) -> None:
         if self.seen != len(context):
             raise ValueError(
@@ -104,20 +123,9 @@ class MedusaDrafter(_FeatureDrafter):
         self.seen += features.hidden.shape[0]
         self.last = features.hidden[-1]
 
-    @torch.inference_mode()
-    def next_logits(
+    def _features(
         self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int]
     ) -> torch.Tensor:
-        return self.logits(self._head_outputs(context, parents, frontier))
-
-    @torch.inference_mode()
-    def next_top(
-        self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int],
-        width: int,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.top(self._head_outputs(context, parents, frontier), width)
-
-    def _head_outputs(self, context: Sequence[int], parents: Sequence[int], frontier: Sequence[int]) -> torch.Tensor:
         """The output [len(frontier), C] of the head for each frontier node's depth (all heads run once per step)."""
         self._check_aligned(context)
         if self._outputs_for != len(context):
@@ -176,20 +184,7 @@ class HeadDrafter(_FeatureDrafter):
         self.features[self.seen:self.seen + n] = self.head.encode(features.hidden, features.layers)
         self.seen += n
 
-    @torch.inference_mode()
-    def next_logits(
-        self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int]
-    ) -> torch.Tensor:
-        return self.logits(self._frontier_features(context, tokens, parents, frontier))
-
-    @torch.inference_mode()
-    def next_top(
-        self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int],
-        width: int,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.top(self._frontier_features(context, tokens, parents, frontier), width)
-
-    def _frontier_features(
+    def _features(
         self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int]
     ) -> torch.Tensor:
         """The head's output feature [len(frontier), C] of each frontier node, forwarding what is missing."""
