@@ -196,3 +196,22 @@ def test_vocab_coverage_is_the_share_of_tokens_inside_the_draft_vocabulary():
 
     assert vocab_coverage([1, 2, 3, 4, 1], torch.tensor([1, 2])) == 0.6
     assert vocab_coverage([], [1]) == 0.0
+
+
+@pytest.mark.parametrize("kind", ["small model", "eagle head"])
+def test_draft_call_breakdown_splits_a_call_into_forward_lm_head_and_rest(kind):
+    from tree_spec.analysis.step_costs import draft_call_breakdown
+    from tree_spec.drafters.features import HeadDrafter
+    from tree_spec.drafters.heads import make_head
+
+    target = random_model()
+    torch.manual_seed(0)
+    with torch.device("cpu"):
+        drafter = (ModelDrafter(perturbed_copy(target)) if kind == "small model"
+                   else HeadDrafter(target, make_head("eagle", target.cfg)))
+    parts = draft_call_breakdown(target, drafter, prompts(target.cfg.vocab_size, 2), new_tokens=12,
+                                 branching=(2, 1), repeats=3)
+    assert parts["calls"] > 0
+    # the forward hooks saw the drafter's model or head, and its LM head was timed on the rows it scored
+    assert parts["head_ms"] > 0 and parts["logits_ms"] > 0
+    assert parts["total_ms"] == pytest.approx(parts["head_ms"] + parts["logits_ms"] + parts["other_ms"])

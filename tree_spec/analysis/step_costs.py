@@ -18,6 +18,7 @@ from mini_llm import Transformer, generate
 from ..core.topology import tree_node_count
 from ..decoding.tree import tree_speculative_generate
 from ..drafters.base import Drafter
+from ..drafters.model import ModelDrafter
 from .clocks import device_ms, one_thread
 from .curve import CostCurve
 from .trace import RecordingTrace, forward_spans
@@ -119,25 +120,32 @@ def draft_call_breakdown(
     target: Transformer, drafter: Drafter, prompts: Sequence[Sequence[int]], new_tokens: int = 48,
     branching: Sequence[int] = (1, 1, 1, 1), repeats: int = 20,
 ) -> dict[str, float]:
-    """Where a feature drafter's call goes: ms per `next_logits` call ("draft_call" spans) in greedy tree decoding,
-    split into the head's forward (its decoder layer with its KV cache; timed by forward hooks on the head),
-    `logits` (final norm + LM head over the draft vocabulary; timed apart on random hidden states of each call's
-    row count, `repeats` times) and the rest (Python bookkeeping: paths, masks, feature rows). One torch thread."""
-    head_spans = RecordingTrace(drafter.device)
+    """Where a drafter's call goes: ms per `next_logits` call ("draft_call" spans) in greedy tree decoding, split
+    into the forward (a feature drafter's head: its decoder layer with its KV cache; a small causal LM: its layers,
+    timed by forward hooks), `logits` (final norm + LM head: a head's over the draft vocabulary for each frontier
+    node, a causal LM's over every token its forward feeds; timed apart on random hidden states of each call's row
+    count, `repeats` times) and the rest (Python bookkeeping: paths, masks, feature rows). One torch thread."""
+    language_model = isinstance(drafter, ModelDrafter)  # its forward ends in its own final norm + LM head
+    module = drafter.model if language_model else drafter.head
+    forwards = RecordingTrace(drafter.device)
     calls: list[float] = []
     widths: list[int] = []
     with one_thread():
-        with forward_spans(drafter.head, head_spans):
+        with forward_spans(module, forwards):
             for prompt in prompts:
                 trace = RecordingTrace(drafter.device)
                 tree_speculative_generate(target, drafter, prompt, new_tokens, branching=list(branching), trace=trace)
                 spans = [s for s in trace.spans if s.kind == "draft_call"]
                 calls += [s.ms for s in spans]
                 widths += [s.info["width"] for s in spans]
-        hidden = torch.randn(max(widths), target.cfg.hidden_size, device=drafter.device, dtype=target.norm.weight.dtype)
-        logits_ms = {w: statistics.median(device_ms(lambda: drafter.logits(hidden[:w]), drafter.device)
-                                          for _ in range(repeats)) for w in set(widths)}
+        if language_model:
+            rows, score, model = [s.info["tokens"] for s in forwards.spans], module.logits_from_hidden, module
+        else:
+            rows, score, model = widths, drafter.logits, target
+        hidden = torch.randn(max(rows), model.cfg.hidden_size, device=drafter.device, dtype=model.norm.weight.dtype)
+        logits_ms = {w: statistics.median(device_ms(lambda: score(hidden[:w]), drafter.device)
+                                          for _ in range(repeats)) for w in set(rows)}
     total = sum(calls) / len(calls)
-    head = sum(s.ms for s in head_spans.spans) / len(calls)
-    logits = sum(logits_ms[w] for w in widths) / len(calls)
-    return dict(calls=len(calls), total_ms=total, head_ms=head, logits_ms=logits, other_ms=total - head - logits)
+    logits = sum(logits_ms[w] for w in rows) / len(calls)
+    forward = sum(s.ms for s in forwards.spans) / len(calls) - (logits if language_model else 0.0)
+    return dict(calls=len(calls), total_ms=total, head_ms=forward, logits_ms=logits, other_ms=total - forward - logits)

@@ -16,7 +16,9 @@
    the benchmark's fixed shape by less than `search.MARGIN` (then the fixed shape is kept: the difference is noise).
    For head drafters the reduced draft vocabularies (`--vocab`, e.g. the 1024 most frequent target tokens,
    EAGLE-3's d2t idea) are candidates too; each one's coverage (the share of the target's greedy tokens on the
-   validation prompts inside it, the ceiling on its per-position acceptance) is printed and saved.
+   validation prompts inside it, the ceiling on its per-position acceptance) is printed and saved. The small draft
+   model keeps its whole vocabulary: its final norm and LM head are about a tenth of its call (`--breakdown`
+   prints the split), so fewer LM-head rows would save little time and lose acceptance.
 5. Confidence stop (recurrent heads: EAGLE-1, EAGLE-3, MTP; with validation): chains of up to k drafts that stop
    once the draft's path probability falls below θ (`speculative_generate(..., min_path_prob=θ)`) run for
    `search.THETAS` on the same prompts; the fastest θ is saved as `confidence_stop`, unless it beats the default
@@ -197,7 +199,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     p.add_argument("--dynamic-only", action="store_true",
                    help="only (re)tune EAGLE-2's dynamic tree of eagle / eagle3, kept beside their saved shapes")
     p.add_argument("--breakdown", action="store_true",
-                   help="only print where each head drafter's call time goes, full vs reduced vocabularies")
+                   help="only print where each head drafter's (and the small model's) call time goes, full vs reduced "
+                        "vocabularies")
     args = p.parse_args(argv)
     target = load_model(args.target)
     tokenizer = load_tokenizer(resolve_model_path(args.target))
@@ -205,13 +208,14 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     if args.breakdown:
         prompts = held_out_prompts(tokenizer, 4)
         order = token_order(model_name, tokenizer, target.cfg.vocab_size)
-        for name in [n for n in args.drafter if n in HEAD_FOLDERS]:
-            for n in [None, *args.vocab]:
+        for name in [n for n in args.drafter if n in HEAD_FOLDERS or n == "small-model"]:
+            for n in [None, *args.vocab] if name in HEAD_FOLDERS else [None]:  # a small model scores its whole vocabulary
                 for rep in range(2):  # the first run warms up
                     vocab = torch.tensor(order[:n], device="cpu") if n else None
                     b = draft_call_breakdown(target, make_drafter(name, target, args.draft, args.heads, vocab), prompts)
                     if rep:
-                        print(f"{name}, draft vocabulary {n or 'full'}: {b['total_ms']:.3f} ms per call = head forward "
+                        part = "head forward" if name in HEAD_FOLDERS else "its layers"
+                        print(f"{name}, draft vocabulary {n or 'full'}: {b['total_ms']:.3f} ms per call = {part} "
                               f"{b['head_ms']:.3f} + final norm and LM head {b['logits_ms']:.3f} + rest {b['other_ms']:.3f} "
                               f"({b['calls']} calls, thread time, 1 thread)")
         return []
