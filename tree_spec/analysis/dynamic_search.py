@@ -148,10 +148,14 @@ def tune_dynamic(name: str, target: Transformer, drafters: dict, prompts: Sequen
         ranked += [dict(vocab=key, **r) for r in rank_dynamic(profiles, costs, args.max_nodes)]
     ranked.sort(key=lambda r: r["ms_per_token"])
     setting = lambda r: {k: r[k] for k in FIXED_DYNAMIC}  # noqa: E731
-    best_per_depth = {}  # the best predicted setting of each depth, fastest first: distinct trees to validate
+    # Distinct trees to validate: at each of the `validate_top` depths whose best prediction is fastest, the best
+    # predicted setting of every width (a narrow tree and a wide one of one depth differ more than the predictions'
+    # noise: both are measured).
+    best = {}  # depth -> width -> the best predicted row, fastest first
     for r in ranked:
-        best_per_depth.setdefault(r["depth"], r)
-    candidates = [(r["vocab"], tuple(setting(r).items())) for r in list(best_per_depth.values())[:args.validate_top]]
+        best.setdefault(r["depth"], {}).setdefault(r["width"], r)
+    candidates = [(r["vocab"], tuple(setting(r).items())) for by_width in list(best.values())[:args.validate_top]
+                  for r in by_width.values()]
     candidates.append((None, tuple(FIXED_DYNAMIC.items())))
     measured = validate_dynamic(target, drafters, [(k, dict(s)) for k, s in dict.fromkeys(candidates)], cost_prompts,
                                 args.validate_tokens)
