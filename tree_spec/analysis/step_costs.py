@@ -148,4 +148,4 @@ def draft_call_breakdown(
     total = sum(calls) / len(calls)
     logits = sum(logits_ms[w] for w in rows) / len(calls)
     forward = sum(s.ms for s in forwards.spans) / len(calls) - (logits if language_model else 0.0)
-    return dict(calls=len(calls), total_ms=total, head_ms=forward, logits_ms=logits, other_ms=total - forward - logits)
+    return dict(calls=len(calls), total_ms=total, forward_ms=forward, logits_ms=logits, other_ms=total - forward - logits)

@@ -152,8 +152,6 @@ def dynamic_for(name: str, target: Transformer, tokenizer, model_name: str, curv
     drafters = {n: make_drafter(name, target, args.draft, args.heads, torch.tensor(order[:n]) if n else None)
                 for n in [None, *sizes]}
     every = held_out_prompts(tokenizer, args.prompts + args.validate_prompts)
-    print_coverage(target, every[args.prompts:] or every[:2], {n: torch.tensor(order[:n]) for n in sizes},
-                   args.validate_tokens)
     print(f"\n{name}: EAGLE-2 dynamic tree, validation on {args.validate_prompts} held-out prompts:")
     with one_thread():
         return tune_dynamic(name, target, drafters, every[:args.prompts], every[args.prompts:] or every[:2], curve, args)
@@ -164,6 +162,10 @@ def save_dynamic(name: str, target: Transformer, tokenizer, curve: CostCurve, mo
     """Tune EAGLE-2's setting for `name` and write it into its saved tuning (models/tuned/<name>.json)."""
     path = out / f"{name}.json"
     result = json.loads(path.read_text()) if path.is_file() else dict(drafter=name, target=model_name)
+    order = token_order(model_name, tokenizer, target.cfg.vocab_size)  # (a full tune prints coverage in tune_drafter)
+    every = held_out_prompts(tokenizer, args.prompts + args.validate_prompts)
+    print_coverage(target, every[args.prompts:] or every[:2],
+                   {n: torch.tensor(order[:n]) for n in args.vocab if 0 < n < target.cfg.vocab_size}, args.validate_tokens)
     result["dynamic"] = dynamic_for(name, target, tokenizer, model_name, curve, args)
     path.write_text(json.dumps(result, indent=1) + "\n")
     print(f"{name}: EAGLE-2 {dynamic_text(result['dynamic'])}, draft vocabulary "
@@ -216,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
                     if rep:
                         part = "head forward" if name in HEAD_FOLDERS else "its layers"
                         print(f"{name}, draft vocabulary {n or 'full'}: {b['total_ms']:.3f} ms per call = {part} "
-                              f"{b['head_ms']:.3f} + final norm and LM head {b['logits_ms']:.3f} + rest {b['other_ms']:.3f} "
+                              f"{b['forward_ms']:.3f} + final norm and LM head {b['logits_ms']:.3f} + rest {b['other_ms']:.3f} "
                               f"({b['calls']} calls, thread time, 1 thread)")
         return []
     if args.curve:
