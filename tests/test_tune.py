@@ -1,4 +1,5 @@
 """Tree tuning: rank-acceptance profiles, the step-cost model, the shape search, the saved tuned shapes."""
+import itertools
 import json
 
 import pytest
@@ -10,7 +11,7 @@ from tree_spec.analysis.curve import CostCurve
 from tree_spec.core.topology import tree_node_count
 from tree_spec.analysis.ranks import RankProfile, measure_rank_profile
 from tree_spec.analysis.search import (
-    CONFIDENCE_DRAFTERS, FIXED_SHAPES, MARGIN, THETAS, branching_lists, choose, choose_theta, rank_shapes,
+    CONFIDENCE_DRAFTERS, FIXED_SHAPES, MARGIN, THETAS, CONFIDENCE_KS, branching_lists, choose, choose_stop, rank_shapes,
 )
 from tree_spec.analysis.step_costs import StepCosts
 from tree_spec.analysis.tuned import CONFIDENCE_STOP, DRAFTERS, TUNED_DIR, load_tuned, tuned_drafter
@@ -61,11 +62,13 @@ def test_a_new_shape_replaces_the_fixed_one_only_when_clearly_faster():
     assert choose([row([2, 3], 1.0), row([3], 0.99)], fixed)["branching"] == [3]  # no fixed shape measured
 
 
-def test_a_new_threshold_replaces_the_default_only_when_clearly_faster():
-    rows = lambda ms: [dict(min_path_prob=t, ms_per_token=m) for t, m in zip((0.1, 0.3, 0.5), ms)]
-    assert choose_theta(rows([2.0, 2.5, 2.6]), 0.3) == 0.1            # 20 % faster: replaces the default
-    assert choose_theta(rows([2.45, 2.5, 2.6]), 0.3) == 0.3           # 2 % faster: noise, the default stays
-    assert choose_theta(rows([2.6, 2.5, 2.7]), 0.3) == 0.3            # the default is the fastest
+def test_a_new_confidence_stop_replaces_the_default_only_when_clearly_faster():
+    pairs = ((6, 0.1), (6, 0.3), (12, 0.1))
+    rows = lambda ms: [dict(k=k, min_path_prob=t, ms_per_token=m) for (k, t), m in zip(pairs, ms)]
+    assert choose_stop(rows([2.0, 2.5, 2.6]), (6, 0.3)) == (6, 0.1)     # 20 % faster: replaces the default
+    assert choose_stop(rows([2.6, 2.5, 2.0]), (6, 0.3)) == (12, 0.1)    # a longer cap, 20 % faster
+    assert choose_stop(rows([2.45, 2.5, 2.6]), (6, 0.3)) == (6, 0.3)    # 2 % faster: noise, the default stays
+    assert choose_stop(rows([2.6, 2.5, 2.7]), (6, 0.3)) == (6, 0.3)     # the default is the fastest
 
 
 def test_branching_lists_respect_their_limits():
@@ -159,8 +162,8 @@ def test_saved_tuning_is_complete_and_runs_identically(name):
         assert all(list(s) in ran for s in FIXED_SHAPES[name] if len(s) <= profile.depth)
     if name in CONFIDENCE_DRAFTERS and tuned["measured"]:  # validated heads: θ chosen by the same rule
         stop = tuned["confidence_stop"]
-        assert stop["k"] == CONFIDENCE_STOP["k"]
-        assert stop["min_path_prob"] == choose_theta(stop["measured"], CONFIDENCE_STOP["min_path_prob"])
+        default = (CONFIDENCE_STOP["k"], CONFIDENCE_STOP["min_path_prob"])
+        assert (stop["k"], stop["min_path_prob"]) == choose_stop(stop["measured"], default)
     target = load_model("tiny-qwen3")
     drafter, branching = tuned_drafter(name, target)
     assert branching == tuned["branching"]
@@ -186,9 +189,10 @@ def test_cli_profiles_costs_searches_validates_and_saves(tmp_path, capsys):
     assert len(tuned["branching"]) <= 3  # the profile is 3 deep: fixed shapes deeper than it are not run
     assert (1, 1, 1) in {tuple(m["branching"]) for m in tuned["measured"]}
     stop = tuned["confidence_stop"]  # MTP pays one call per depth: its confidence-stopped chains were run too
-    assert "confidence stop" in text and stop["k"] == CONFIDENCE_STOP["k"]
-    assert {m["min_path_prob"] for m in stop["measured"]} == {*THETAS, CONFIDENCE_STOP["min_path_prob"]}
-    assert stop["min_path_prob"] == choose_theta(stop["measured"], CONFIDENCE_STOP["min_path_prob"])
+    default = (CONFIDENCE_STOP["k"], CONFIDENCE_STOP["min_path_prob"])
+    assert "confidence stop" in text
+    assert {(m["k"], m["min_path_prob"]) for m in stop["measured"]} == {*itertools.product(CONFIDENCE_KS, THETAS), default}
+    assert (stop["k"], stop["min_path_prob"]) == choose_stop(stop["measured"], default)
 
 
 def test_vocab_coverage_is_the_share_of_tokens_inside_the_draft_vocabulary():

@@ -116,6 +116,18 @@ def rank_dynamic(profiles: Sequence[DynamicProfile], costs: StepCosts, max_nodes
     return rows
 
 
+def dynamic_candidates(ranked: Sequence[dict], top_depths: int) -> list[tuple[int | None, dict]]:
+    """The settings worth validating, from `rank_dynamic`'s rows (each with its "vocab"), fastest first: at each of
+    the `top_depths` depths whose best prediction is fastest, the best predicted setting of every width and draft
+    vocabulary -> [(vocab, {depth, width, total_tokens})]. A narrow tree and a wide one of one depth, or a full
+    vocabulary and a reduced one, differ more than the predictions' noise: all of them are measured."""
+    best: dict[int, dict[tuple, dict]] = {}  # depth -> (width, vocab) -> its fastest row, depths in order of first sight
+    for r in sorted(ranked, key=lambda r: r["ms_per_token"]):
+        best.setdefault(r["depth"], {}).setdefault((r["width"], r["vocab"]), r)
+    return [(r["vocab"], {k: r[k] for k in FIXED_DYNAMIC}) for rows in list(best.values())[:top_depths]
+            for r in rows.values()]
+
+
 def validate_dynamic(target: Transformer, drafters: dict, candidates: list[tuple[int | None, dict]],
                      prompts: Sequence[Sequence[int]], new_tokens: int, rounds: int = 2) -> list[dict]:
     """Each (drafter key, {depth, width, total_tokens}) against plain greedy (`search.interleaved_runs`)."""
@@ -148,14 +160,7 @@ def tune_dynamic(name: str, target: Transformer, drafters: dict, prompts: Sequen
         ranked += [dict(vocab=key, **r) for r in rank_dynamic(profiles, costs, args.max_nodes)]
     ranked.sort(key=lambda r: r["ms_per_token"])
     setting = lambda r: {k: r[k] for k in FIXED_DYNAMIC}  # noqa: E731
-    # Distinct trees to validate: at each of the `validate_top` depths whose best prediction is fastest, the best
-    # predicted setting of every width (a narrow tree and a wide one of one depth differ more than the predictions'
-    # noise: both are measured).
-    best = {}  # depth -> width -> the best predicted row, fastest first
-    for r in ranked:
-        best.setdefault(r["depth"], {}).setdefault(r["width"], r)
-    candidates = [(r["vocab"], tuple(setting(r).items())) for by_width in list(best.values())[:args.validate_top]
-                  for r in by_width.values()]
+    candidates = [(vocab, tuple(s.items())) for vocab, s in dynamic_candidates(ranked, args.validate_top)]
     candidates.append((None, tuple(FIXED_DYNAMIC.items())))
     measured = validate_dynamic(target, drafters, [(k, dict(s)) for k, s in dict.fromkeys(candidates)], cost_prompts,
                                 args.validate_tokens)

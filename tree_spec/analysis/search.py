@@ -7,6 +7,7 @@ Sequoia's dynamic program over general trees would need a verifier that takes an
 """
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Sequence
 
@@ -28,6 +29,8 @@ from .tuned import CONFIDENCE_STOP
 # runs of the same shape on this shared 2-core machine differ by a few percent
 MARGIN = 0.04
 THETAS = (0.1, 0.2, 0.3, 0.4, 0.5)  # confidence-stop thresholds tried for recurrent heads
+# caps on a confidence-stopped chain tried with every θ: a confident draft may run past the fixed chains' depth
+CONFIDENCE_KS = (4, 6, 8, 12)
 CONFIDENCE_DRAFTERS = ("eagle", "eagle3", "mtp")  # drafters that pay one call per draft depth
 
 # the benchmark's fixed-shape rows per drafter (branching lists; [1] * k is a chain): validated beside the
@@ -135,26 +138,29 @@ def validate(
 
 def tune_confidence_stop(
     target: Transformer, drafter: Drafter, prompts: Sequence[Sequence[int]], new_tokens: int,
-    thetas: Sequence[float] = THETAS, rounds: int = 2, margin: float = MARGIN,
+    ks: Sequence[int] = CONFIDENCE_KS, thetas: Sequence[float] = THETAS, rounds: int = 2, margin: float = MARGIN,
 ) -> dict:
-    """Confidence-stopped chains (k = the benchmark's, min_path_prob = each θ) against plain greedy
-    (`interleaved_runs`) -> {k, min_path_prob, measured}: the fastest θ, or the benchmark's default θ when the
-    fastest beats it by less than `margin`."""
-    k, default = CONFIDENCE_STOP["k"], CONFIDENCE_STOP["min_path_prob"]
-    thetas = sorted({*thetas, default})
-    runs = [(f"confidence stop θ={theta}",
-             lambda p, theta=theta: speculative_generate(target, drafter, p, new_tokens, k=k, min_path_prob=theta))
-            for theta in thetas]
-    measured = [dict(min_path_prob=theta, **m)
-                for theta, m in zip(thetas, interleaved_runs(target, runs, prompts, new_tokens, rounds))]
-    return dict(k=k, min_path_prob=choose_theta(measured, default, margin), measured=measured)
+    """Confidence-stopped chains, every cap k of `ks` with every θ of `thetas` (and the benchmark's default pair,
+    `CONFIDENCE_STOP`), against plain greedy (`interleaved_runs`) -> {k, min_path_prob, measured}: the fastest pair,
+    or the default when the fastest beats it by less than `margin`."""
+    default = (CONFIDENCE_STOP["k"], CONFIDENCE_STOP["min_path_prob"])
+    pairs = sorted({*itertools.product(ks, thetas), default})
+    runs = [(f"confidence stop k={k} θ={theta}",
+             lambda p, k=k, theta=theta: speculative_generate(target, drafter, p, new_tokens, k=k, min_path_prob=theta))
+            for k, theta in pairs]
+    measured = [dict(k=k, min_path_prob=theta, **m)
+                for (k, theta), m in zip(pairs, interleaved_runs(target, runs, prompts, new_tokens, rounds))]
+    k, theta = choose_stop(measured, default, margin)
+    return dict(k=k, min_path_prob=theta, measured=measured)
 
 
-def choose_theta(measured: list[dict], default: float, margin: float = MARGIN) -> float:
-    """The fastest measured θ, unless it beats the `default` θ's run by less than `margin` (then the default)."""
+def choose_stop(measured: list[dict], default: tuple[int, float], margin: float = MARGIN) -> tuple[int, float]:
+    """(k, θ) of the fastest measured confidence stop, unless it beats the `default` pair's run by less than
+    `margin` (then the default)."""
     best = min(measured, key=lambda m: m["ms_per_token"])
-    kept = next(m for m in measured if m["min_path_prob"] == default)
-    return best["min_path_prob"] if best["ms_per_token"] < (1 - margin) * kept["ms_per_token"] else default
+    kept = next(m for m in measured if (m["k"], m["min_path_prob"]) == tuple(default))
+    pick = best if best["ms_per_token"] < (1 - margin) * kept["ms_per_token"] else kept
+    return pick["k"], pick["min_path_prob"]
 
 
 def choose(measured: list[dict], fixed: Sequence[Sequence[int]], margin: float = MARGIN) -> dict:

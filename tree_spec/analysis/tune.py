@@ -20,10 +20,14 @@
    model keeps its whole vocabulary: its final norm and LM head are about a tenth of its call (`--breakdown`
    prints the split), so fewer LM-head rows would save little time and lose acceptance.
 5. Confidence stop (recurrent heads: EAGLE-1, EAGLE-3, MTP; with validation): chains of up to k drafts that stop
-   once the draft's path probability falls below θ (`speculative_generate(..., min_path_prob=θ)`) run for
-   `search.THETAS` on the same prompts; the fastest θ is saved as `confidence_stop`, unless it beats the default
-   (`tuned.CONFIDENCE_STOP`) by less than `search.MARGIN`. The benchmark's "confidence stop" rows
-   read it.
+   once the draft's path probability falls below θ (`speculative_generate(..., min_path_prob=θ)`) run for every
+   k of `search.CONFIDENCE_KS` with every θ of `search.THETAS` on the same prompts; the fastest pair is saved as
+   `confidence_stop`, unless it beats the default (`tuned.CONFIDENCE_STOP`) by less than `search.MARGIN`. The
+   benchmark's "confidence stop" rows read it.
+6. EAGLE-2's dynamic tree (EAGLE-1 and EAGLE-3 heads; `dynamic_search.tune_dynamic`, alone with --dynamic-only):
+   every (depth, width, total_tokens) scored from a profile of the whole candidate expansion and the cost terms;
+   at the best predicted depths, the best setting of every width and draft vocabulary runs for real beside the
+   benchmark's fixed setting, which is kept unless beaten by `search.MARGIN`; saved as `dynamic`.
 
 Output: `models/tuned/<drafter>.json` with drafter, form ("chain" or "tree"), branching, k (chains),
 draft_vocab (N or null), coverage, predicted_tau, predicted_ms_per_token, the measured validation rows, the profile,
@@ -109,11 +113,11 @@ def tune_drafter(
     confidence = None
     if args.validate_prompts and name in CONFIDENCE_DRAFTERS:
         confidence = tune_confidence_stop(target, drafters[chosen["vocab"]], cost_prompts, args.validate_tokens)
-        print(f"\nconfidence stop (chains up to k = {confidence['k']}, draft vocabulary {chosen['vocab'] or 'full'}):")
-        for m in confidence["measured"]:
-            print(f"  θ = {m['min_path_prob']:.1f}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} ms/token, "
+        print(f"\nconfidence stop (chains of up to k drafts, draft vocabulary {chosen['vocab'] or 'full'}):")
+        for m in sorted(confidence["measured"], key=lambda m: m["ms_per_token"]):
+            print(f"  k = {m['k']:2d}, θ = {m['min_path_prob']:.1f}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} ms/token, "
                   f"{m['speedup']:.2f}x plain")
-        print(f"  saved θ = {confidence['min_path_prob']}")
+        print(f"  saved k = {confidence['k']}, θ = {confidence['min_path_prob']}")
     key, costs, rows = next(r for r in results if r[0] == chosen["vocab"])
     row = next(r for r in rows if r["branching"] == chosen["branching"])
     profile = profiles[key]
@@ -167,6 +171,7 @@ def save_dynamic(name: str, target: Transformer, tokenizer, curve: CostCurve, mo
     print_coverage(target, every[args.prompts:] or every[:2],
                    {n: torch.tensor(order[:n]) for n in args.vocab if 0 < n < target.cfg.vocab_size}, args.validate_tokens)
     result["dynamic"] = dynamic_for(name, target, tokenizer, model_name, curve, args)
+    result["dynamic"]["command"] = "python -m tree_spec.analysis.tune " + " ".join(sys.argv[1:])  # re-tuned alone
     path.write_text(json.dumps(result, indent=1) + "\n")
     print(f"{name}: EAGLE-2 {dynamic_text(result['dynamic'])}, draft vocabulary "
           f"{result['dynamic']['draft_vocab'] or 'full'} -> {path}")

@@ -28,7 +28,7 @@ DYNAMIC_DRAFTERS = ("eagle", "eagle3")  # drafters whose EAGLE-2 dynamic tree is
 # EAGLE-2's confidence rule on a chain: draft up to k while the draft's path probability (its estimate of the
 # chance that every draft so far is accepted) stays >= min_path_prob. Another draft pays when that chance times
 # what a token is worth beats a draft call: on the reference CPU a head call costs ~0.9 ms and a token ~3 ms,
-# hence ~0.3. The tuner's default θ, and the benchmark's when nothing was tuned.
+# hence ~0.3. The tuner's default (k, θ), and the benchmark's when nothing was tuned.
 CONFIDENCE_STOP = dict(k=6, min_path_prob=0.3)
 
 

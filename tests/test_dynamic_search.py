@@ -1,0 +1,78 @@
+"""EAGLE-2's tuner: the dynamic profile replays the decoder, the candidates cover every width and vocabulary."""
+import pytest
+import torch
+
+from mini_llm import generate, load_model
+from tree_spec.analysis.dynamic_search import (
+    FIXED_DYNAMIC, DynamicProfile, dynamic_candidates, measure_dynamic_profile, rank_dynamic,
+)
+from tree_spec.analysis.tuned import DYNAMIC_DRAFTERS, MODELS_DIR, load_tuned, make_drafter, tuned_dynamic
+from tree_spec.decoding.dynamic import dynamic_tree_speculative_generate
+
+
+def test_tokens_per_pass_walks_the_measured_positions():
+    # one prompt, 4 positions; ranks at depth cap 2 of the target's path nodes at each position
+    ranks = [[[[1], [1, 2]], [[3], [3, 5]], [[1], [1]], [[2], [2, 4]]]]
+    profile = DynamicProfile(width=2, depth=2, ranks=ranks)
+    # total 2: position 0 accepts 2 (ranks 1, 2) -> next pass at 3, which accepts 1 (rank 2): 2 passes, 5 tokens
+    assert profile.tokens_per_pass(2, 2) == pytest.approx(5 / 2)
+    # total 1: 0 accepts 1 -> 2 accepts 1 -> done: 2 passes, 4 tokens
+    assert profile.tokens_per_pass(2, 1) == pytest.approx(4 / 2)
+
+
+def test_candidates_keep_every_width_and_vocabulary_of_the_best_depths():
+    row = lambda depth, width, vocab, ms: dict(depth=depth, width=width, total_tokens=depth + width, vocab=vocab,
+                                               ms_per_token=ms)
+    ranked = [row(3, 2, 1024, 1.0), row(3, 2, 1024, 1.1), row(3, 2, None, 1.2), row(3, 4, None, 1.3),
+              row(5, 2, 1024, 1.05), row(5, 3, None, 1.4), row(2, 2, None, 1.5)]
+    picked = dynamic_candidates(ranked, top_depths=2)
+    assert [(s["depth"], s["width"], vocab) for vocab, s in picked] == [
+        (3, 2, 1024), (3, 2, None), (3, 4, None), (5, 2, 1024), (5, 3, None)]
+    assert all(set(s) == set(FIXED_DYNAMIC) for _, s in picked)
+    assert picked[0][1]["total_tokens"] == 5  # the fastest row of its kind, not a later one
+
+
+@pytest.mark.slow
+def test_the_profile_predicts_a_real_runs_acceptance_pass_by_pass():
+    target = load_model("tiny-qwen3")
+    drafter = make_drafter("eagle", target)
+    prompt, new_tokens, depth, width, total = list(range(40, 104)), 24, 4, 2, 5
+    profile = measure_dynamic_profile(target, drafter, [prompt], new_tokens, depth, width)
+    out = dynamic_tree_speculative_generate(target, drafter, prompt, new_tokens + depth + 2, depth=depth, width=width,
+                                            total_tokens=total)
+    walked, t, positions = [], 0, profile.ranks[0]
+    while t < len(positions):  # the replay that tokens_per_pass averages
+        accepted = sum(1 for r in positions[t][depth - 1] if r <= total)
+        walked.append(accepted)
+        t += accepted + 1
+    assert len(walked) >= 3
+    assert out.accepted_per_call[:len(walked)] == walked
+    # the prediction the search ranks settings by is the same walk, averaged
+    predicted = [r for r in rank_dynamic([profile], _flat_costs(), 63)
+                 if (r["depth"], r["total_tokens"]) == (depth, total)][0]["tokens_per_pass"]
+    assert predicted == pytest.approx(sum(a + 1 for a in walked) / len(walked))
+
+
+def _flat_costs():
+    """Step costs of 1 ms per draft level and per verify, no overhead: enough to rank settings."""
+    from tree_spec.analysis.curve import CostCurve
+    from tree_spec.analysis.step_costs import StepCosts
+
+    curve = CostCurve(new_tokens=[1, 64], ms_points=[1.0, 1.0], context=0)
+    return StepCosts(curve=curve, draft_ms=1.0, draft_per_node_ms=0.0, draft_first_ms=0.0, verify_extra_ms=0.0,
+                     overhead_ms=0.0, plain_ms_per_token=1.0)
+
+
+@pytest.mark.parametrize("name", DYNAMIC_DRAFTERS)
+def test_saved_dynamic_setting_runs_identically(name):
+    tuned = load_tuned(name)
+    if tuned is None or not tuned.get("dynamic"):
+        pytest.skip(f"no dynamic tuning for {name}")
+    target = load_model("tiny-qwen3")
+    drafter, setting = tuned_dynamic(name, target, MODELS_DIR / "heads")
+    assert setting == {k: tuned["dynamic"][k] for k in FIXED_DYNAMIC}
+    measured = tuned["dynamic"]["measured"]
+    assert any(m["vocab"] is None and all(m[k] == v for k, v in FIXED_DYNAMIC.items()) for m in measured)
+    p = list(range(40, 72))
+    out = dynamic_tree_speculative_generate(target, drafter, p, 20, **setting)
+    assert out.tokens == generate(target, torch.tensor([p], device="cpu"), 20)[0].tolist()
