@@ -219,3 +219,15 @@ def test_draft_call_breakdown_splits_a_call_into_forward_lm_head_and_rest(kind):
     # the forward hooks saw the drafter's model or head, and its LM head was timed on the rows it scored
     assert parts["forward_ms"] > 0 and parts["logits_ms"] > 0
     assert parts["total_ms"] == pytest.approx(parts["forward_ms"] + parts["logits_ms"] + parts["other_ms"])
+
+
+def test_the_tuners_prompts_avoid_the_benchmarks():
+    from mini_llm import load_tokenizer
+    from tree_spec.analysis.prompts import BENCH_PROMPTS, held_out_prompts
+
+    tokenizer = load_tokenizer("tiny-qwen3")
+    bench = held_out_prompts(tokenizer, BENCH_PROMPTS)
+    tuning = held_out_prompts(tokenizer, 16, avoid=BENCH_PROMPTS)
+    assert len(tuning) == 16 and len({tuple(p) for p in tuning}) == 16
+    assert not {tuple(p) for p in tuning} & {tuple(p) for p in bench}
+    assert held_out_prompts(tokenizer, 16) == bench  # no avoid: the benchmark's own prompts

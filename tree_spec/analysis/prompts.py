@@ -6,10 +6,19 @@ import torch
 from mini_llm.corpus import build_corpus, read_texts
 
 
-def held_out_prompts(tokenizer, n: int = 16, chars: int = 600) -> list[list[int]]:
+BENCH_PROMPTS = 16  # the benchmark's held-out prompts: `held_out_prompts(tokenizer, BENCH_PROMPTS)`
+
+
+def held_out_prompts(tokenizer, n: int = BENCH_PROMPTS, chars: int = 600, avoid: int = 0) -> list[list[int]]:
     """n prompts of about `chars` characters, one per held-out file (evenly spread, fixed), each cut
-    at 60 % of its file, starting at a line start and ending on a non-whitespace character."""
+    at 60 % of its file, starting at a line start and ending on a non-whitespace character.
+
+    avoid: leave out the files of `held_out_prompts(tokenizer, avoid)` (the tuner's prompts avoid the benchmark's,
+    so a setting is not chosen on the text it is then measured on)."""
     texts = [t for t in read_texts(build_corpus().held_out_files) if len(t) > 2 * chars]
+    if avoid:
+        used = {i * len(texts) // avoid for i in range(avoid)}
+        texts = [t for i, t in enumerate(texts) if i not in used]
     if len(texts) < n:
         raise ValueError(f"only {len(texts)} held-out files are long enough for {n} prompts")
     prompts = []
