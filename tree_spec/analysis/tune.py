@@ -1,7 +1,7 @@
 """Trees chosen for the hardware: a drafter's rank-acceptance profile, this machine's costs, the best tree.
 
     python -m tree_spec.analysis.tune [--drafter small-model int4-self medusa eagle eagle3 mtp] [--prompts 16]
-                             [--new-tokens 64] [--validate-prompts 4]
+                             [--new-tokens 64] [--validate-prompts 8]
 
 Every prompt it reads comes from a held-out file the benchmark's prompts do not use (`prompts.held_out_prompts`'s
 `avoid`): a setting is not chosen on the text the benchmark then measures it on.
@@ -200,7 +200,9 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     p.add_argument("--max-nodes", type=int, default=63)
     p.add_argument("--vocab", type=int, nargs="*", default=[2048, 1024],
                    help="reduced draft vocabularies to try for head drafters (0 or none: full only)")
-    p.add_argument("--validate-prompts", type=int, default=4, help="0: save the best predicted shape unvalidated")
+    p.add_argument("--validate-prompts", type=int, default=8,
+                   help="held-out prompts per validation run (fewer let run-to-run noise decide); "
+                        "0: save the best predicted shape unvalidated")
     p.add_argument("--validate-tokens", type=int, default=96)
     p.add_argument("--validate-top", type=int, default=3)
     p.add_argument("--top", type=int, default=8)
