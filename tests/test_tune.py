@@ -5,16 +5,17 @@ import json
 import pytest
 import torch
 
-from mini_llm import generate, load_model
+from mini_llm import generate, load_model, load_tokenizer
 from tree_spec import ModelDrafter, tree_speculative_generate
 from tree_spec.analysis.curve import CostCurve
+from tree_spec.analysis.prompts import BENCH_PROMPTS, held_out_prompts
 from tree_spec.core.topology import tree_node_count
 from tree_spec.analysis.ranks import RankProfile, measure_rank_profile
 from tree_spec.analysis.search import (
     CONFIDENCE_DRAFTERS, FIXED_SHAPES, MARGIN, THETAS, CONFIDENCE_KS, branching_lists, choose, choose_stop, rank_shapes,
 )
 from tree_spec.analysis.step_costs import StepCosts
-from tree_spec.analysis.tuned import CONFIDENCE_STOP, DRAFTERS, TUNED_DIR, load_tuned, tuned_drafter
+from tree_spec.analysis.tuned import CONFIDENCE_STOP, DRAFTERS, TUNED_DIR, load_tuned, tuned_drafter, vocab_coverage
 from tests.spec_models import perturbed_copy, prompts, random_model
 
 
@@ -183,7 +184,11 @@ def test_cli_profiles_costs_searches_validates_and_saves(tmp_path, capsys):
     assert "rank-r candidate at depth d" in text and "draft vocabulary 1024" in text and "validation" in text
     assert "draft vocabulary coverage" in text
     tuned = json.loads((tmp_path / "mtp.json").read_text())
-    assert 0.5 < tuned["coverage"]["1024"] < 1  # the 1024 most frequent of 4096 tokens: most of what it writes
+    # coverage: the share of the target's greedy tokens on the validation prompt inside the 1024 most frequent
+    validation = held_out_prompts(load_tokenizer("tiny-qwen3"), 2, avoid=BENCH_PROMPTS)[1:]
+    written = generate(load_model("tiny-qwen3"), torch.tensor(validation), 12)[0].tolist()
+    order = json.loads((TUNED_DIR / "token_frequency-tiny-qwen3.json").read_text())["order"]
+    assert tuned["coverage"]["1024"] == pytest.approx(vocab_coverage(written, order[:1024])) and tuned["coverage"]["1024"] > 0.5
     assert tuned == json.loads(json.dumps(saved[0]))
     assert tuned["drafter"] == "mtp" and tuned["draft_vocab"] in (None, 1024)
     assert len(tuned["branching"]) <= 3  # the profile is 3 deep: fixed shapes deeper than it are not run
@@ -196,8 +201,6 @@ def test_cli_profiles_costs_searches_validates_and_saves(tmp_path, capsys):
 
 
 def test_vocab_coverage_is_the_share_of_tokens_inside_the_draft_vocabulary():
-    from tree_spec.analysis.tuned import vocab_coverage
-
     assert vocab_coverage([1, 2, 3, 4, 1], torch.tensor([1, 2])) == 0.6
     assert vocab_coverage([], [1]) == 0.0
 
@@ -222,9 +225,6 @@ def test_draft_call_breakdown_splits_a_call_into_forward_lm_head_and_rest(kind):
 
 
 def test_the_tuners_prompts_avoid_the_benchmarks():
-    from mini_llm import load_tokenizer
-    from tree_spec.analysis.prompts import BENCH_PROMPTS, held_out_prompts
-
     tokenizer = load_tokenizer("tiny-qwen3")
     bench = held_out_prompts(tokenizer, BENCH_PROMPTS)
     tuning = held_out_prompts(tokenizer, 16, avoid=BENCH_PROMPTS)
