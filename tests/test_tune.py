@@ -8,7 +8,7 @@ import torch
 from mini_llm import generate, load_model, load_tokenizer
 from tree_spec import ModelDrafter, tree_speculative_generate
 from tree_spec.analysis.curve import CostCurve
-from tree_spec.analysis.prompts import BENCH_PROMPTS, held_out_prompts
+from tree_spec.analysis.prompts import BENCH_PROMPTS, held_out_prompts, tuning_prompts
 from tree_spec.core.topology import tree_node_count
 from tree_spec.analysis.ranks import RankProfile, measure_rank_profile
 from tree_spec.analysis.search import (
@@ -185,7 +185,7 @@ def test_cli_profiles_costs_searches_validates_and_saves(tmp_path, capsys):
     assert "draft vocabulary coverage" in text
     tuned = json.loads((tmp_path / "mtp.json").read_text())
     # coverage: the share of the target's greedy tokens on the validation prompt inside the 1024 most frequent
-    validation = held_out_prompts(load_tokenizer("tiny-qwen3"), 2, avoid=BENCH_PROMPTS)[1:]
+    validation = tuning_prompts(load_tokenizer("tiny-qwen3"), 1, 1)[1]
     written = generate(load_model("tiny-qwen3"), torch.tensor(validation), 12)[0].tolist()
     order = json.loads((TUNED_DIR / "token_frequency-tiny-qwen3.json").read_text())["order"]
     assert tuned["coverage"]["1024"] == pytest.approx(vocab_coverage(written, order[:1024])) and tuned["coverage"]["1024"] > 0.5
@@ -227,7 +227,7 @@ def test_draft_call_breakdown_splits_a_call_into_forward_lm_head_and_rest(kind):
 def test_the_tuners_prompts_avoid_the_benchmarks():
     tokenizer = load_tokenizer("tiny-qwen3")
     bench = held_out_prompts(tokenizer, BENCH_PROMPTS)
-    tuning = held_out_prompts(tokenizer, 16, avoid=BENCH_PROMPTS)
+    tuning = [p for part in tuning_prompts(tokenizer, 8, 8) for p in part]
     assert len(tuning) == 16 and len({tuple(p) for p in tuning}) == 16
     assert not {tuple(p) for p in tuning} & {tuple(p) for p in bench}
     assert held_out_prompts(tokenizer, 16) == bench  # no avoid: the benchmark's own prompts

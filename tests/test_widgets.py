@@ -14,7 +14,7 @@ from tree_spec.drafters.model import QuantizedSelfDrafter
 from tree_spec.ui.plots import draw_mask, draw_tree
 from tree_spec import ModelDrafter, tree_speculative_generate
 from tree_spec.analysis.curve import COSTS_DIR, CostCurve
-from tree_spec.analysis.prompts import BENCH_PROMPTS, held_out_prompts
+from tree_spec.analysis.prompts import tuning_prompts
 from tree_spec.analysis.speedup import (
     chain_break_even_alpha, expected_speedup, expected_tokens_per_verify, speedup_table, tree_expected_tokens,
 )
@@ -219,7 +219,7 @@ def test_measured_profile_predicts_tokens_per_pass_of_the_small_draft_within_10_
     predicted = tree_report(2, 4, profile.reach([1])[0], branching=[2, 2, 1, 1], profile=profile)["expected_tokens"]
     drafter = ModelDrafter(load_model("tiny-qwen3-draft"))
     accepted = passes = 0
-    for prompt in held_out_prompts(tokenizer, n_profile + n_validate, avoid=BENCH_PROMPTS)[:n_profile]:
+    for prompt in tuning_prompts(tokenizer, n_profile, n_validate)[0]:
         out = tree_speculative_generate(target_model, drafter, prompt, 96, branching=[2, 2, 1, 1])
         full = out.accepted_per_call[:-4]  # a pass drafts fewer levels only when < 5 tokens remain: the last <= 4
         accepted += sum(full)

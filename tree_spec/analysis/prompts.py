@@ -31,6 +31,13 @@ def held_out_prompts(tokenizer, n: int = BENCH_PROMPTS, chars: int = 600, avoid:
     return prompts
 
 
+def tuning_prompts(tokenizer, n_profile: int, n_validate: int) -> tuple[list[list[int]], list[list[int]]]:
+    """The tuner's prompts, from held-out files the benchmark's do not use: (n_profile prompts for the profiles, the
+    next n_validate for costs and validation, or the first two of the profile's when n_validate is 0)."""
+    every = held_out_prompts(tokenizer, n_profile + n_validate, avoid=BENCH_PROMPTS)
+    return every[:n_profile], every[n_profile:] or every[:2]
+
+
 def training_windows(tokenizer, n: int, length: int, seed: int = 0, per_file: int = 2) -> torch.Tensor:
     """n random token windows [n, length] from the training files (`per_file` from each of n / per_file
     files spread evenly over the sorted list; more per file when n needs more files than the split has);

@@ -3,8 +3,8 @@
     python -m tree_spec.analysis.tune [--drafter small-model int4-self medusa eagle eagle3 mtp] [--prompts 16]
                              [--new-tokens 64] [--validate-prompts 8]
 
-Every prompt it reads comes from a held-out file the benchmark's prompts do not use (`prompts.held_out_prompts`'s
-`avoid`): a setting is not chosen on the text the benchmark then measures it on.
+Every prompt it reads comes from a held-out file the benchmark's prompts do not use (`prompts.tuning_prompts`):
+a setting is not chosen on the text the benchmark then measures it on.
 
 1. Rank-acceptance profile (`ranks.measure_rank_profile`): where the target's greedy token sits among the
    drafter's candidates at depths 1..D, position by position along held-out text.
@@ -54,7 +54,7 @@ from mini_llm.load import MODELS_DIR, resolve_model_path
 from .clocks import hardware_name, one_thread
 from .curve import CostCurve, measure_target_costs
 from .dynamic_search import dynamic_text, tune_dynamic
-from .prompts import BENCH_PROMPTS, held_out_prompts
+from .prompts import BENCH_PROMPTS, held_out_prompts, tuning_prompts
 from .ranks import measure_rank_profile
 from .search import ALSO_VALIDATED, CONFIDENCE_DRAFTERS, FIXED_SHAPES, choose, rank_shapes, shape_text, tune_confidence_stop, validate
 from .step_costs import draft_call_breakdown, measure_costs
@@ -70,8 +70,7 @@ def tune_drafter(
     order = token_order(model_name, tokenizer, target.cfg.vocab_size) if vocab_sizes else []
     subsets = {n: torch.tensor(order[:n], device="cpu") for n in vocab_sizes}
     drafter = make_drafter(name, target, args.draft, args.heads)
-    every = held_out_prompts(tokenizer, args.prompts + args.validate_prompts, avoid=BENCH_PROMPTS)
-    prompts, cost_prompts = every[:args.prompts], every[args.prompts:] or every[:2]  # disjoint files
+    prompts, cost_prompts = tuning_prompts(tokenizer, args.prompts, args.validate_prompts)  # disjoint files
     with one_thread():
         profiles = measure_rank_profile(target, drafter, prompts, args.new_tokens, args.depth, args.max_rank, name, subsets)
     print(profiles[None].describe())
@@ -158,10 +157,10 @@ def dynamic_for(name: str, target: Transformer, tokenizer, model_name: str, curv
     sizes = [n for n in args.vocab if 0 < n < target.cfg.vocab_size]
     drafters = {n: make_drafter(name, target, args.draft, args.heads, torch.tensor(order[:n]) if n else None)
                 for n in [None, *sizes]}
-    every = held_out_prompts(tokenizer, args.prompts + args.validate_prompts, avoid=BENCH_PROMPTS)
+    prompts, cost_prompts = tuning_prompts(tokenizer, args.prompts, args.validate_prompts)
     print(f"\n{name}: EAGLE-2 dynamic tree, validation on {args.validate_prompts} held-out prompts:")
     with one_thread():
-        return tune_dynamic(name, target, drafters, every[:args.prompts], every[args.prompts:] or every[:2], curve, args)
+        return tune_dynamic(name, target, drafters, prompts, cost_prompts, curve, args)
 
 
 def save_dynamic(name: str, target: Transformer, tokenizer, curve: CostCurve, model_name: str,
@@ -170,8 +169,7 @@ def save_dynamic(name: str, target: Transformer, tokenizer, curve: CostCurve, mo
     path = out / f"{name}.json"
     result = json.loads(path.read_text()) if path.is_file() else dict(drafter=name, target=model_name)
     order = token_order(model_name, tokenizer, target.cfg.vocab_size)  # (a full tune prints coverage in tune_drafter)
-    every = held_out_prompts(tokenizer, args.prompts + args.validate_prompts, avoid=BENCH_PROMPTS)
-    print_coverage(target, every[args.prompts:] or every[:2],
+    print_coverage(target, tuning_prompts(tokenizer, args.prompts, args.validate_prompts)[1],
                    {n: torch.tensor(order[:n]) for n in args.vocab if 0 < n < target.cfg.vocab_size}, args.validate_tokens)
     result["dynamic"] = dynamic_for(name, target, tokenizer, model_name, curve, args)
     result["dynamic"]["command"] = "python -m tree_spec.analysis.tune " + " ".join(sys.argv[1:])  # re-tuned alone
