@@ -109,3 +109,27 @@ def test_few_steps_lower_the_loss_and_the_head_reloads(target_dir, tmp_path, kin
     out_tree = tree_speculative_generate(target, load_head(out, target), prompts[0], 12, branching=[2, 1, 1])
     assert out_tree.tokens == expected[0]
 
+
+
+def test_init_continues_a_trained_head_and_the_card_gives_both_commands(target_dir, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    common = ["--kind", "mtp", "--target", str(target_dir), "--windows", "8", "--batch", "8", "--prompt-len", "24",
+              "--gen-len", "24", "--eval-prompts", "2", "--eval-tokens", "12"]
+    main(common + ["--out", str(first), "--steps", "6", "--lr", "3e-3"])
+    target = load_model(target_dir)
+    start = load_head_module(first, target).state_dict()
+    # one AdamW step at rate 1e-7 moves a weight by about 1e-7: a continued head stays within 1e-5 of its start,
+    # while the same step from the seed's fresh head lands as far from it as the first run's 6 steps at 3e-3 went
+    log = main(common + ["--out", str(second), "--steps", "1", "--lr", "1e-7", "--init", str(first)])
+    fresh = main(common + ["--out", str(tmp_path / "fresh"), "--steps", "1", "--lr", "1e-7"])
+    distance = lambda folder: max(float((load_head_module(folder, target).state_dict()[k] - start[k]).abs().max())
+                                  for k in start)
+    assert distance(second) < 1e-5 and distance(tmp_path / "fresh") > 1e-3
+    assert fresh["continued_from"] is None
+    earlier = json.loads((first / "train_log.json").read_text())
+    assert log["continued_from"]["command"] == earlier["command"] and log["continued_from"]["steps"] == 6
+    card = (second / "README.md").read_text()
+    assert f"Continued from a head trained 6 steps" in card
+    assert f"Reproduce: `{earlier['command']}`, then `{log['command']}`" in card
+    with pytest.raises(ValueError, match="holds a mtp head"):
+        main(common + ["--kind", "eagle", "--out", str(tmp_path / "x"), "--steps", "1", "--init", str(first)])

@@ -29,7 +29,7 @@ from mini_llm import Transformer, generate, load_model, load_tokenizer
 from mini_llm.load import MODELS_DIR, resolve_model_path
 
 from ..decoding.chain import speculative_generate
-from ..drafters.head_io import drafter_for, save_head
+from ..drafters.head_io import drafter_for, load_head_module, save_head
 from ..drafters.heads import HEAD_KINDS, MedusaHeads, RecurrentHead, make_head
 from .prompts import held_out_prompts, training_windows
 
@@ -249,6 +249,13 @@ def write_card(folder: Path, log: dict) -> None:
     final = log["evals"][-1]
     fmt = lambda xs: ", ".join(f"{a:.2f}" for a in xs)
     d = log["data"]
+    earlier = log.get("continued_from")
+    reproduce = f"`{log['command']}`"
+    if earlier:  # two runs: the first one's head is this one's start
+        reproduce = f"`{earlier['command']}`, then `{log['command']}`"
+    start = "" if not earlier else (
+        f"- Continued from a head trained {earlier['steps']} steps ({earlier['train_seconds'] / 60:.1f} min; held-out τ "
+        f"{earlier['evals'][-1]['tau']:.2f}) by `{earlier['command']}`.\n")
     text = f"""# {log['kind']} draft head for `{log['target']}`
 
 - Head: {log['kind']} ({log['head_params']:,} trainable parameters); the target's embedding, final norm and
@@ -259,7 +266,7 @@ def write_card(folder: Path, log: dict) -> None:
   distributions. Built in {d['seconds']:.0f} s.
 - Training: {log['steps']} steps of batch {log['batch']} ({log['epochs']:.2f} epochs), AdamW lr {log['lr']},
   {log['train_seconds'] / 60:.1f} min on {log['hardware']}.
-- Held-out evaluation: greedy chains of {len(final['acceptance_per_position'])} drafts, {log['eval']['prompts']}
+{start}- Held-out evaluation: greedy chains of {len(final['acceptance_per_position'])} drafts, {log['eval']['prompts']}
   prompts x {log['eval']['new_tokens']} tokens, output identical to plain greedy.
   - τ = {final['tau']:.2f} tokens per target call (counting the target's own token).
   - Per-position acceptance rate α (P(depth d accepted | depths < d accepted), the α of
@@ -267,7 +274,7 @@ def write_card(folder: Path, log: dict) -> None:
   - Acceptance ratio (accepted / proposed draft tokens, vLLM's counter; for a chain τ ≈ 1 + k · ratio,
     approximate only through the prefill and the shorter chains near the end): {final['acceptance_ratio']:.2f}.
   - Fraction of verify passes that accepted depth d (unconditional): [{fmt(final['acceptance_per_position'])}].
-- Reproduce: `{log['command']}`
+- Reproduce: {reproduce}
 """
     (folder / "README.md").write_text(text)
 
@@ -276,9 +283,11 @@ def train(
     kind: str, target_name: str, out: Path, minutes: float | None, steps: int | None, windows: int = 1024,
     prompt_len: int = 64, gen_len: int = 64, batch: int = 16, lr: float = 1e-3, num_heads: int = 4,
     eval_prompts: int = 8, eval_tokens: int = 48, seed: int = 0, command: str = "",
-    device: torch.device | str = "cpu",
+    device: torch.device | str = "cpu", init: Path | None = None,
 ) -> dict:
-    """Build the data, train until `steps` or `minutes`, evaluate every epoch, write the head folder."""
+    """Build the data, train until `steps` or `minutes`, evaluate every epoch, write the head folder.
+
+    init: a trained head folder of the same kind to continue from (its training log is kept in this one's)."""
     torch.manual_seed(seed)
     target = load_model(target_name, device=device)
     target.requires_grad_(False)
@@ -286,6 +295,13 @@ def train(
     with torch.device("cpu"):  # initialised on the host: the same initial head on every device
         head = make_head(kind, target.cfg, num_heads)
     head = head.to(target.device)
+    earlier = None
+    if init is not None:
+        earlier = json.loads((Path(init) / "train_log.json").read_text())
+        if earlier["kind"] != kind:
+            raise ValueError(f"--init {init} holds a {earlier['kind']} head, not {kind}")
+        head.load_state_dict(load_head_module(init, target).state_dict())
+        earlier = {k: earlier[k] for k in ("command", "steps", "epochs", "train_seconds", "evals")}
     feature_layers = getattr(head, "feature_layers", ())
     k = num_heads if kind == "medusa" else 5
 
@@ -299,7 +315,8 @@ def train(
     log = {"kind": kind, "target": str(target_name), "head_params": sum(p.numel() for p in head.parameters()),
            "batch": batch, "lr": lr, "command": command, "hardware": _hardware(),
            "data": {"windows": windows, "prompt_len": prompt_len, "gen_len": gen_len, "seconds": data_seconds},
-           "eval": {"prompts": eval_prompts, "new_tokens": eval_tokens, "k": k}, "losses": [], "evals": []}
+           "eval": {"prompts": eval_prompts, "new_tokens": eval_tokens, "k": k}, "losses": [], "evals": [],
+           "continued_from": earlier}
     log["evals"].append({"epoch": 0, "step": 0, **evaluate(target, head, prompts, expected, k)})
     optimizer = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(seed)
@@ -375,12 +392,14 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--eval-tokens", type=int, default=48)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="where the target and the head run (cpu, cuda)")
+    p.add_argument("--init", default=None, help="continue training the head in this folder (same kind; its log is "
+                                                 "kept; --out may be the same folder)")
     args = p.parse_args(argv)
     out = Path(args.out) if args.out else MODELS_DIR / "heads" / args.kind
     command = "python -m tree_spec.analysis.train_heads " + " ".join(argv if argv is not None else sys.argv[1:])
     log = train(args.kind, args.target, out, args.minutes, args.steps, args.windows, args.prompt_len, args.gen_len,
                 args.batch, args.lr, args.num_heads, args.eval_prompts, args.eval_tokens, args.seed, command,
-                args.device)
+                args.device, Path(args.init) if args.init else None)
     final = log["evals"][-1]
     print(f"{args.kind}: {log['steps']} steps in {log['train_seconds'] / 60:.1f} min "
           f"(data {log['data']['seconds']:.0f} s); "
