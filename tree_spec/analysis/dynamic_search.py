@@ -116,6 +116,11 @@ def rank_dynamic(profiles: Sequence[DynamicProfile], costs: StepCosts, max_nodes
     return rows
 
 
+def dynamic_setting(row: dict) -> dict:
+    """A row's EAGLE-2 setting: {depth, width, total_tokens}, the keys of `FIXED_DYNAMIC`."""
+    return {k: row[k] for k in FIXED_DYNAMIC}
+
+
 def dynamic_candidates(ranked: Sequence[dict], top_depths: int) -> list[tuple[int | None, dict]]:
     """The settings worth validating, from `rank_dynamic`'s rows (each with its "vocab"), fastest first: at each of
     the `top_depths` depths whose best prediction is fastest, the best predicted setting of every width and draft
@@ -124,8 +129,7 @@ def dynamic_candidates(ranked: Sequence[dict], top_depths: int) -> list[tuple[in
     best: dict[int, dict[tuple, dict]] = {}  # depth -> (width, vocab) -> its fastest row, depths in order of first sight
     for r in sorted(ranked, key=lambda r: r["ms_per_token"]):
         best.setdefault(r["depth"], {}).setdefault((r["width"], r["vocab"]), r)
-    return [(r["vocab"], {k: r[k] for k in FIXED_DYNAMIC}) for rows in list(best.values())[:top_depths]
-            for r in rows.values()]
+    return [(r["vocab"], dynamic_setting(r)) for rows in list(best.values())[:top_depths] for r in rows.values()]
 
 
 def validate_dynamic(target: Transformer, drafters: dict, candidates: list[tuple[int | None, dict]],
@@ -159,19 +163,19 @@ def tune_dynamic(name: str, target: Transformer, drafters: dict, prompts: Sequen
                     for w in range(2, args.max_width + 1)]
         ranked += [dict(vocab=key, **r) for r in rank_dynamic(profiles, costs, args.max_nodes)]
     ranked.sort(key=lambda r: r["ms_per_token"])
-    setting = lambda r: {k: r[k] for k in FIXED_DYNAMIC}  # noqa: E731
     candidates = [(vocab, tuple(s.items())) for vocab, s in dynamic_candidates(ranked, args.validate_top)]
     candidates.append((None, tuple(FIXED_DYNAMIC.items())))
     measured = validate_dynamic(target, drafters, [(k, dict(s)) for k, s in dict.fromkeys(candidates)], cost_prompts,
                                 args.validate_tokens)
-    fixed = next(m for m in measured if m["vocab"] is None and setting(m) == FIXED_DYNAMIC)
+    fixed = next(m for m in measured if m["vocab"] is None and dynamic_setting(m) == FIXED_DYNAMIC)
     best = min(measured, key=lambda m: m["ms_per_token"])
     chosen = best if best["ms_per_token"] < (1 - MARGIN) * fixed["ms_per_token"] else fixed
-    predicted = next((r for r in ranked if r["vocab"] == chosen["vocab"] and setting(r) == setting(chosen)), None)
+    predicted = next((r for r in ranked
+                      if r["vocab"] == chosen["vocab"] and dynamic_setting(r) == dynamic_setting(chosen)), None)
     for m in sorted(measured, key=lambda m: m["ms_per_token"]):
         print(f"  {dynamic_text(m)} vocab {m['vocab'] or 'full'}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} "
               f"ms/token, {m['speedup']:.2f}x plain")
-    return dict(**setting(chosen), draft_vocab=chosen["vocab"],
+    return dict(**dynamic_setting(chosen), draft_vocab=chosen["vocab"],
                 predicted_tau=predicted and predicted["tokens_per_pass"],
                 predicted_ms_per_token=predicted and predicted["ms_per_token"], measured=measured,
                 top=ranked[:args.top])
