@@ -125,11 +125,15 @@ def test_init_continues_a_trained_head_and_the_card_gives_both_commands(target_d
     distance = lambda folder: max(float((load_head_module(folder, target).state_dict()[k] - start[k]).abs().max())
                                   for k in start)
     assert distance(second) < 1e-5 and distance(tmp_path / "fresh") > 1e-3
-    assert fresh["continued_from"] is None
+    assert "runs" not in fresh
     earlier = json.loads((first / "train_log.json").read_text())
-    assert log["continued_from"]["command"] == earlier["command"] and log["continued_from"]["steps"] == 6
+    # one training in the log: steps, evaluations and losses continue the first run's (notebook 03 reads the budget)
+    assert log["steps"] == 7 and [e["step"] for e in log["evals"]] == [e["step"] for e in earlier["evals"]] + [7]
+    assert [s["step"] for s in log["losses"]] == list(range(1, 8)) and log["epochs"] == earlier["epochs"] + 1
+    assert [(r["command"], r["steps"], r["lr"]) for r in log["runs"]] == [(earlier["command"], 6, 3e-3),
+                                                                          (log["command"], 1, 1e-7)]
     card = (second / "README.md").read_text()
-    assert f"Continued from a head trained 6 steps" in card
+    assert "Training: 7 steps" in card and "6 steps at lr 0.003" in card and "then 1 steps at lr 1e-07" in card
     assert f"Reproduce: `{earlier['command']}`, then `{log['command']}`" in card
     with pytest.raises(ValueError, match="holds a mtp head"):
         main(common + ["--kind", "eagle", "--out", str(tmp_path / "x"), "--steps", "1", "--init", str(first)])

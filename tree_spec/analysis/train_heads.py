@@ -249,13 +249,10 @@ def write_card(folder: Path, log: dict) -> None:
     final = log["evals"][-1]
     fmt = lambda xs: ", ".join(f"{a:.2f}" for a in xs)
     d = log["data"]
-    earlier = log.get("continued_from")
-    reproduce = f"`{log['command']}`"
-    if earlier:  # two runs: the first one's head is this one's start
-        reproduce = f"`{earlier['command']}`, then `{log['command']}`"
-    start = "" if not earlier else (
-        f"- Continued from a head trained {earlier['steps']} steps ({earlier['train_seconds'] / 60:.1f} min; held-out τ "
-        f"{earlier['evals'][-1]['tau']:.2f}) by `{earlier['command']}`.\n")
+    runs = training_runs(log)
+    reproduce = ", then ".join(f"`{r['command']}`" for r in runs)
+    schedule = f"AdamW lr {log['lr']}" if len(runs) == 1 else "AdamW, " + "; then ".join(
+        f"{r['steps']} steps at lr {r['lr']} ({r['train_seconds'] / 60:.1f} min)" for r in runs) + ", continuing its head"
     text = f"""# {log['kind']} draft head for `{log['target']}`
 
 - Head: {log['kind']} ({log['head_params']:,} trainable parameters); the target's embedding, final norm and
@@ -264,9 +261,9 @@ def write_card(folder: Path, log: dict) -> None:
 - Data (self-distillation): {d['windows']} windows from the stdlib training split, each {d['prompt_len']} text
   tokens + {d['gen_len']} tokens generated greedily by the target; labels = the target's own next-token
   distributions. Built in {d['seconds']:.0f} s.
-- Training: {log['steps']} steps of batch {log['batch']} ({log['epochs']:.2f} epochs), AdamW lr {log['lr']},
+- Training: {log['steps']} steps of batch {log['batch']} ({log['epochs']:.2f} epochs), {schedule},
   {log['train_seconds'] / 60:.1f} min on {log['hardware']}.
-{start}- Held-out evaluation: greedy chains of {len(final['acceptance_per_position'])} drafts, {log['eval']['prompts']}
+- Held-out evaluation: greedy chains of {len(final['acceptance_per_position'])} drafts, {log['eval']['prompts']}
   prompts x {log['eval']['new_tokens']} tokens, output identical to plain greedy.
   - τ = {final['tau']:.2f} tokens per target call (counting the target's own token).
   - Per-position acceptance rate α (P(depth d accepted | depths < d accepted), the α of
@@ -301,7 +298,6 @@ def train(
         if earlier["kind"] != kind:
             raise ValueError(f"--init {init} holds a {earlier['kind']} head, not {kind}")
         head.load_state_dict(load_head_module(init, target).state_dict())
-        earlier = {k: earlier[k] for k in ("command", "steps", "epochs", "train_seconds", "evals")}
     feature_layers = getattr(head, "feature_layers", ())
     k = num_heads if kind == "medusa" else 5
 
@@ -315,8 +311,7 @@ def train(
     log = {"kind": kind, "target": str(target_name), "head_params": sum(p.numel() for p in head.parameters()),
            "batch": batch, "lr": lr, "command": command, "hardware": _hardware(),
            "data": {"windows": windows, "prompt_len": prompt_len, "gen_len": gen_len, "seconds": data_seconds},
-           "eval": {"prompts": eval_prompts, "new_tokens": eval_tokens, "k": k}, "losses": [], "evals": [],
-           "continued_from": earlier}
+           "eval": {"prompts": eval_prompts, "new_tokens": eval_tokens, "k": k}, "losses": [], "evals": []}
     log["evals"].append({"epoch": 0, "step": 0, **evaluate(target, head, prompts, expected, k)})
     optimizer = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(seed)
@@ -355,6 +350,8 @@ def train(
     bar.close()
     log.update(steps=step, epochs=step / per_epoch, train_seconds=time.perf_counter() - t0,
                total_seconds=time.perf_counter() - start)
+    if earlier is not None:
+        log = continued_log(earlier, log)
     out.mkdir(parents=True, exist_ok=True)
     save_head(head, out, {"target": str(target_name), "hidden_size": target.cfg.hidden_size,
                           "vocab_size": target.cfg.vocab_size, "held_out": log["evals"][-1]})
@@ -362,6 +359,25 @@ def train(
     plot(log, out / "acceptance.png")
     write_card(out, log)
     return log
+
+
+def continued_log(earlier: dict, later: dict) -> dict:
+    """The log of a run that continued `earlier`'s head (`--init`) as one training: steps, epochs, seconds, losses and
+    evaluations add up (the later run's counted after the earlier's; its step-0 evaluation, of the head it started
+    from, dropped), and `runs` lists each run's command, steps, seconds and learning rate."""
+    offset, epochs = earlier["steps"], earlier["epochs"]
+    shifted = lambda rows: [{**r, "step": r["step"] + offset} for r in rows if r["step"] > 0]  # noqa: E731
+    evals = [{**e, "epoch": e["epoch"] + epochs} for e in shifted(later["evals"])]
+    return {**later, "steps": offset + later["steps"], "epochs": epochs + later["epochs"],
+            "train_seconds": earlier["train_seconds"] + later["train_seconds"],
+            "total_seconds": earlier["total_seconds"] + later["total_seconds"],
+            "losses": earlier["losses"] + shifted(later["losses"]), "evals": earlier["evals"] + evals,
+            "runs": training_runs(earlier) + training_runs(later)}
+
+
+def training_runs(log: dict) -> list[dict]:
+    """The runs a head was trained in, first to last: each one's command, steps, seconds and learning rate."""
+    return log.get("runs") or [{k: log[k] for k in ("command", "steps", "train_seconds", "lr")}]
 
 
 def _progress(step: int, steps: int | None, t0: float, budget: float | None) -> float:
