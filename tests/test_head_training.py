@@ -110,7 +110,6 @@ def test_few_steps_lower_the_loss_and_the_head_reloads(target_dir, tmp_path, kin
     assert out_tree.tokens == expected[0]
 
 
-
 def test_init_continues_a_trained_head_and_the_card_gives_both_commands(target_dir, tmp_path):
     first, second = tmp_path / "first", tmp_path / "second"
     common = ["--kind", "mtp", "--target", str(target_dir), "--windows", "8", "--batch", "8", "--prompt-len", "24",

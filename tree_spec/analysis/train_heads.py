@@ -1,7 +1,7 @@
 """Train a draft head on the target's own outputs (self-distillation), on CPU in minutes.
 
     python -m tree_spec.analysis.train_heads --kind eagle|eagle3|medusa|mtp [--target tiny-qwen3]
-                                    [--out models/heads/<kind>] [--minutes 10 | --steps N]
+                                    [--out models/heads/<kind>] [--minutes 10 | --steps N] [--init FOLDER]
 
 Data: token windows from the stdlib training split (`mini_llm.corpus`), each `--prompt-len` tokens of
 text followed by `--gen-len` tokens the target generates greedily from it; one target pass records
@@ -9,6 +9,7 @@ its hidden states (and, for EAGLE-3, low/mid/high layer outputs). Labels are the
 next-token distributions (soft cross-entropy), so the head learns to predict the target, not the text.
 Every epoch, the head drafts chains on held-out prompts and the per-position acceptance is logged
 (`train_log.json`, `acceptance.png`). The folder gets `head.safetensors`, `config.json`, `README.md`.
+`--init FOLDER` continues a trained head of the same kind: its log then holds both runs as one training.
 """
 from __future__ import annotations
 
