@@ -10,9 +10,8 @@ from tree_spec import tree_speculative_generate
 from tree_spec.drafters.head_io import load_head, load_head_module
 from tree_spec.analysis.prompts import held_out_prompts
 from tree_spec.drafters.heads import make_head
-from tree_spec.analysis.train_heads import (
-    compare_training_logs, evaluate, main, recurrent_loss, self_distill, ttt_mask, write_card,
-)
+from tree_spec.analysis.train_heads import evaluate, main, recurrent_loss, self_distill, ttt_mask
+from tree_spec.analysis.train_logs import compare_training_logs, write_card
 from tests.spec_models import checkpoint_with_tokenizer, prompts as random_prompts, random_model
 
 
