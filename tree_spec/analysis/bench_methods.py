@@ -23,8 +23,8 @@ from ..drafters.lookahead import LookaheadDrafter
 from ..drafters.model import ModelDrafter, QuantizedSelfDrafter
 from ..drafters.ngram import NGramDrafter
 from .timing import TimeSplit
-from .dynamic_search import FIXED_DYNAMIC, dynamic_text
-from .tuned import CONFIDENCE_STOP, TUNED_DIR, load_tuned, tuned_drafter, tuned_dynamic
+from .dynamic_search import dynamic_text
+from .tuned import CONFIDENCE_STOP, FIXED_DYNAMIC, TUNED_DIR, load_tuned, tuned_drafter, tuned_dynamic
 
 Runner = Callable[[list[int], int, float, int, Trace], tuple[list[int], SpecOutput | None]]
 

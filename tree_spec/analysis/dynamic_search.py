@@ -25,8 +25,7 @@ from ..drafters.base import Drafter
 from .ranks import start_walk
 from .search import interleaved_runs
 from .step_costs import StepCosts
-
-FIXED_DYNAMIC = dict(depth=6, width=4, total_tokens=24)  # the benchmark's fixed EAGLE-2 setting
+from .tuned import FIXED_DYNAMIC, dynamic_setting
 
 
 @dataclass
@@ -114,11 +113,6 @@ def rank_dynamic(profiles: Sequence[DynamicProfile], costs: StepCosts, max_nodes
                                  ms_per_token=ms, speedup=costs.plain_ms_per_token / ms))
     rows.sort(key=lambda r: r["ms_per_token"])
     return rows
-
-
-def dynamic_setting(row: dict) -> dict:
-    """A row's EAGLE-2 setting: {depth, width, total_tokens}, the keys of `FIXED_DYNAMIC`."""
-    return {k: row[k] for k in FIXED_DYNAMIC}
 
 
 def dynamic_candidates(ranked: Sequence[dict], top_depths: int) -> list[tuple[int | None, dict]]:

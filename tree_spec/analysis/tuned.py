@@ -30,6 +30,12 @@ DYNAMIC_DRAFTERS = ("eagle", "eagle3")  # drafters whose EAGLE-2 dynamic tree is
 # what a token is worth beats a draft call: on the reference CPU a head call costs ~0.9 ms and a token ~3 ms,
 # hence ~0.3. The tuner's default (k, θ), and the benchmark's when nothing was tuned.
 CONFIDENCE_STOP = dict(k=6, min_path_prob=0.3)
+FIXED_DYNAMIC = dict(depth=6, width=4, total_tokens=24)  # the benchmark's fixed EAGLE-2 setting
+
+
+def dynamic_setting(row: dict) -> dict:
+    """An EAGLE-2 setting read from a row or a saved entry: {depth, width, total_tokens}, the keys of `FIXED_DYNAMIC`."""
+    return {k: row[k] for k in FIXED_DYNAMIC}
 
 
 def frequent_tokens(tokenizer, vocab_size: int, windows: int = 256, length: int = 256) -> list[int]:
@@ -114,8 +120,7 @@ def tuned_dynamic(name: str, target: Transformer, heads_dir: str | Path = MODELS
         return None
     saved = tuned["dynamic"]
     vocab = _saved_vocab(saved.get("draft_vocab"), folder, model_name)
-    setting = {k: saved[k] for k in ("depth", "width", "total_tokens")}
-    return make_drafter(name, target, None, heads_dir, vocab), setting
+    return make_drafter(name, target, None, heads_dir, vocab), dynamic_setting(saved)
 
 
 def _saved_vocab(size: int | None, folder: str | Path, model_name: str) -> torch.Tensor | None:
