@@ -24,9 +24,9 @@ count)) / tokens, beside the measured ms/token. The note says which term is off 
 Tree drafters also run with their tuned shape (rows "(tuned)") when `python -m tree_spec.analysis.tune` saved one
 under models/tuned/ (a fixed row whose shape tuning kept reads "(= tuned)": one configuration, one row); a
 section compares each tuned row with its drafter's fixed rows and names the fastest model-based drafter.
-EAGLE-1 and MTP also run as confidence-stopped chains ("confidence stop": `CONFIDENCE_STOP`, or the k and θ
-that `python -m tree_spec.analysis.tune` saved, with the tuned draft vocabulary when there is one): EAGLE-2's rule
-applied to a chain, a different decoder, not a shape.
+EAGLE-1, the EAGLE-3 style head and MTP also run as confidence-stopped chains ("confidence stop":
+`CONFIDENCE_STOP`, or the k and θ that `python -m tree_spec.analysis.tune` saved, with the tuned draft vocabulary
+when there is one): EAGLE-2's rule applied to a chain, a different decoder, not a shape.
 Methods whose head folder is missing are listed as skipped. Writes BENCHMARK*.md,
 .json and .png.
 """

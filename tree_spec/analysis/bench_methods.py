@@ -165,7 +165,7 @@ def spec_methods(target: Transformer, draft: Transformer | None, heads_dir: Path
         ("medusa", "Medusa heads", lambda d, nm: tree(d, MEDUSA_TREE, nm), None, False),
         ("eagle", "EAGLE-1", lambda d, nm: tree(d, EAGLE_TREE, nm), FALLBACK_CHAIN_K, True),
         ("eagle", "EAGLE-2", dynamic, None, False),
-        ("eagle3", "EAGLE-3 style", dynamic, None, False),
+        ("eagle3", "EAGLE-3 style", dynamic, None, True),
         ("mtp", "MTP module", lambda d, nm: chain(d, CHAIN_K, nm), FALLBACK_CHAIN_K, True),
     ):
         folder = heads_dir / kind
