@@ -47,6 +47,9 @@ def test_greedy_identity_chain_tree_and_dynamic_tree(target, kind):
         assert tree_speculative_generate(target, drafter, prompt, 20, branching=[2, 2, 1]).tokens == expected
         dynamic = dynamic_tree_speculative_generate(target, drafter, prompt, 20, depth=3, total_tokens=8, width=3)
         assert dynamic.tokens == expected
+        stopped = dynamic_tree_speculative_generate(target, drafter, prompt, 20, depth=4, total_tokens=8, width=2,
+                                                    min_path_prob=0.3)
+        assert stopped.tokens == expected
 
 
 @pytest.mark.parametrize("kind", ["ngram", "small", "eagle3", "medusa"])
@@ -152,6 +155,27 @@ def test_dynamic_tree_keeps_the_best_total_tokens_nodes():
     assert (tokens, parents) == ([7, 0, 1, 0], [-1, 0, 0, 1])
 
 
+@pytest.mark.parametrize("theta, depth", [(0.0, 4), (0.3, 3), (0.5, 2), (1.0, 1)])
+def test_dynamic_depth_stop_ends_the_expansion_where_the_frontier_mass_falls_below_theta(theta, depth):
+    """Width 2 on fixed probabilities .5/.3/.2: the two nodes expanded next hold path probability .8 after level 1,
+    .25 + .15 = .40 after level 2, .125 + .075 = .20 after level 3; the expansion stops at the first below θ."""
+    tokens, parents = build_dynamic_tree(FixedDrafter(), [1, 2], 7, depth=4, total_tokens=30, width=2,
+                                         min_path_prob=theta)
+    assert max(depths(parents)) == depth
+    assert len(tokens) == 1 + 2 + 4 * (depth - 1)  # every candidate kept: 2 at level 1, then 2 x 2 per level
+
+
+def test_dynamic_depth_stop_at_width_one_is_the_chains_confidence_stop(target):
+    drafter = make_drafter("small", target)
+    for context in prompts(target.cfg.vocab_size, 4, length=8, seed=11):
+        for theta in (0.05, 0.3, 0.7):
+            chain = build_draft_tree(drafter, context, 3, [1] * 6, min_path_prob=theta)
+            dynamic = build_dynamic_tree(drafter, context, 3, depth=6, width=1, total_tokens=6, min_path_prob=theta)
+            assert (dynamic.tokens, dynamic.parents) == (chain.tokens, chain.parents)
+    with pytest.raises(ValueError, match="min_path_prob"):
+        build_dynamic_tree(drafter, [1], 3, depth=2, width=2, total_tokens=3, min_path_prob=1.5)
+
+
 def test_dynamic_tree_has_exactly_total_tokens_nodes_and_is_valid(target):
     drafter = make_drafter("small", target)
     context = prompts(target.cfg.vocab_size, 1, seed=9)[0]
@@ -214,17 +238,18 @@ def path_logits(tokens, parents, node, salt):
     return 2.0 * torch.randn(5, generator=torch.Generator().manual_seed(key), device="cpu")
 
 
-def test_sampled_dynamic_tree_verification_is_lossless():
-    """Budget-limited dynamic trees under sampling: the first emitted token follows the target's
-    distribution (a sanity check of the sampled path: at this sample size it does not separate the
-    rank-based scores from naive value-based ones, see `tree_spec.dynamic` for the argument)."""
+@pytest.mark.parametrize("depth, theta", [(2, 0.0), (3, 0.4)])
+def test_sampled_dynamic_tree_verification_is_lossless(depth, theta):
+    """Budget-limited dynamic trees under sampling, with and without the depth stop: the first emitted token
+    follows the target's distribution (a sanity check of the sampled path: at this sample size it does not
+    separate the rank-based scores from naive value-based ones, see `core.growth` for the argument)."""
     from tree_spec import verify_tree
     from tree_spec.analysis.stats import chi_square
 
     gen, counts = torch.Generator().manual_seed(0), torch.zeros(5, device="cpu")
     for _ in range(3000):
-        tree = build_dynamic_tree(PathDrafter(), [0], 1, depth=2, total_tokens=3, width=3,
-                                  sampling=SamplingParams(1.0, generator=gen))
+        tree = build_dynamic_tree(PathDrafter(), [0], 1, depth=depth, total_tokens=3, width=3,
+                                  sampling=SamplingParams(1.0, generator=gen), min_path_prob=theta)
         target_probs = torch.stack([torch.softmax(path_logits(tree.tokens, tree.parents, i, salt=2), -1)
                                     for i in range(len(tree.tokens))])
         path, next_token = verify_tree(tree.tokens, tree.parents, tree.draft_probs, target_probs, gen)

@@ -70,9 +70,32 @@ def test_saved_dynamic_setting_runs_identically(name):
         pytest.skip(f"no dynamic tuning for {name}")
     target = load_model("tiny-qwen3")
     drafter, setting = tuned_dynamic(name, target, MODELS_DIR / "heads")
-    assert setting == {k: tuned["dynamic"][k] for k in ("depth", "width", "total_tokens")}
+    saved = tuned["dynamic"]
+    stop = {"min_path_prob": saved["min_path_prob"]} if saved.get("min_path_prob") else {}
+    assert setting == {k: saved[k] for k in ("depth", "width", "total_tokens")} | stop
     measured = tuned["dynamic"]["measured"]
     assert any(m["vocab"] is None and all(m[k] == v for k, v in FIXED_DYNAMIC.items()) for m in measured)
     p = list(range(40, 72))
     out = dynamic_tree_speculative_generate(target, drafter, p, 20, **setting)
     assert out.tokens == generate(target, torch.tensor([p], device="cpu"), 20)[0].tolist()
+
+
+def test_depth_stop_tuning_measures_each_cap_and_theta_and_keeps_no_stop_unless_clearly_faster():
+    from tree_spec.analysis.dynamic_search import tune_dynamic_stop
+    from tree_spec.analysis.search import MARGIN
+    from tree_spec.drafters.features import HeadDrafter
+    from tree_spec.drafters.heads import make_head
+    from tests.spec_models import prompts, random_model
+
+    target = random_model(seed=0)
+    torch.manual_seed(0)
+    drafter = HeadDrafter(target, make_head("eagle", target.cfg))
+    setting = dict(depth=2, width=2, total_tokens=4)
+    found = tune_dynamic_stop(target, drafter, setting, prompts(target.cfg.vocab_size, 2, length=8, seed=1), 10,
+                              max_depth=3, thetas=(0.2, 0.4), rounds=1)
+    tried = [(m["depth"], m["min_path_prob"]) for m in found["measured"]]
+    assert tried == [(2, 0.0), (2, 0.2), (2, 0.4), (3, 0.2), (3, 0.4)]  # no stop first, then every cap x θ
+    no_stop, best = found["measured"][0], min(found["measured"], key=lambda m: m["ms_per_token"])
+    clearly_faster = best["ms_per_token"] < (1 - MARGIN) * no_stop["ms_per_token"]
+    assert (found["depth"], found["min_path_prob"]) == ((best["depth"], best["min_path_prob"]) if clearly_faster
+                                                       else (2, 0.0))

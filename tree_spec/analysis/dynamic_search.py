@@ -23,7 +23,7 @@ from ..decoding.dynamic import dynamic_tree_speculative_generate
 from ..decoding.loop import target_forward
 from ..drafters.base import Drafter
 from .ranks import start_walk
-from .search import interleaved_runs
+from .search import MARGIN, THETAS, interleaved_runs
 from .step_costs import StepCosts
 from .tuned import FIXED_DYNAMIC, dynamic_setting
 
@@ -136,18 +136,40 @@ def validate_dynamic(target: Transformer, drafters: dict, candidates: list[tuple
 
 
 def dynamic_text(setting: dict) -> str:
-    """"dynamic tree (depth 6, width 4, 24 tokens)"."""
-    return f"dynamic tree (depth {setting['depth']}, width {setting['width']}, {setting['total_tokens']} tokens)"
+    """"dynamic tree (depth 6, width 4, 24 tokens)", or with a depth stop "dynamic tree (depth<=8, width 2, 8 tokens,
+    stops below frontier path probability 0.3)"."""
+    theta = setting.get("min_path_prob")
+    depth = f"depth<={setting['depth']}" if theta else f"depth {setting['depth']}"
+    stop = f", stops below frontier path probability {theta}" if theta else ""
+    return f"dynamic tree ({depth}, width {setting['width']}, {setting['total_tokens']} tokens{stop})"
+
+
+def tune_dynamic_stop(target: Transformer, drafter: Drafter, setting: dict, prompts: Sequence[Sequence[int]],
+                      new_tokens: int, max_depth: int, thetas: Sequence[float] = THETAS, rounds: int = 2) -> dict:
+    """EAGLE-2's `setting` with Dynamic Depth Decoding's stop (`DynamicShape.min_path_prob`): its depth and
+    `max_depth` as caps, each with every θ of `thetas`, and the setting without a stop, against plain greedy
+    (`interleaved_runs`) -> {depth, min_path_prob, measured}: the fastest, or no stop (θ = 0, the setting's depth)
+    when the fastest beats it by less than `search.MARGIN`. A stop drafts fewer levels when the draft is unsure,
+    so it may pay to allow deeper trees when it is sure."""
+    base = {k: setting[k] for k in FIXED_DYNAMIC}
+    pairs = [(base["depth"], 0.0)] + [(d, t) for d in sorted({base["depth"], max_depth}) for t in thetas]
+    tried = [dict(base, depth=d, min_path_prob=t) for d, t in pairs]
+    runs = [(dynamic_text(s), lambda p, s=s: dynamic_tree_speculative_generate(target, drafter, p, new_tokens, **s))
+            for s in tried]
+    measured = [dict(**s, **m) for s, m in zip(tried, interleaved_runs(target, runs, prompts, new_tokens, rounds))]
+    best = min(measured, key=lambda m: m["ms_per_token"])
+    pick = best if best["ms_per_token"] < (1 - MARGIN) * measured[0]["ms_per_token"] else measured[0]
+    return dict(depth=pick["depth"], min_path_prob=pick["min_path_prob"], measured=measured)
 
 
 def tune_dynamic(name: str, target: Transformer, drafters: dict, prompts: Sequence[Sequence[int]],
                  cost_prompts: Sequence[Sequence[int]], curve, args) -> dict:
     """Profile, cost, search and validate EAGLE-2's setting for drafter `name` -> the "dynamic" entry of its
-    tuning: depth, width, total_tokens, draft_vocab (None: full), the predictions and the measured rows.
+    tuning: depth, width, total_tokens, min_path_prob (the depth stop `tune_dynamic_stop` chose; 0: none),
+    draft_vocab (None: full), the predictions (of the setting without a stop) and the measured rows.
 
     drafters: {draft vocabulary size or None: drafter}. The fixed setting (`FIXED_DYNAMIC`, full vocabulary) is
     validated too and kept unless the fastest beats it by `search.MARGIN`."""
-    from .search import MARGIN
     from .step_costs import measure_costs
 
     ranked = []
@@ -169,7 +191,12 @@ def tune_dynamic(name: str, target: Transformer, drafters: dict, prompts: Sequen
     for m in sorted(measured, key=lambda m: m["ms_per_token"]):
         print(f"  {dynamic_text(m)} vocab {m['vocab'] or 'full'}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} "
               f"ms/token, {m['speedup']:.2f}x plain")
-    return dict(**dynamic_setting(chosen), draft_vocab=chosen["vocab"],
-                predicted_tau=predicted and predicted["tokens_per_pass"],
+    stop = tune_dynamic_stop(target, drafters[chosen["vocab"]], dynamic_setting(chosen), cost_prompts,
+                             args.validate_tokens, args.depth)
+    print(f"  with a depth stop (vocab {chosen['vocab'] or 'full'}):")
+    for m in sorted(stop["measured"], key=lambda m: m["ms_per_token"]):
+        print(f"    {dynamic_text(m)}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} ms/token, {m['speedup']:.2f}x plain")
+    return dict(dynamic_setting(chosen), depth=stop["depth"], min_path_prob=stop["min_path_prob"],
+                draft_vocab=chosen["vocab"], predicted_tau=predicted and predicted["tokens_per_pass"],
                 predicted_ms_per_token=predicted and predicted["ms_per_token"], measured=measured,
-                top=ranked[:args.top])
+                stop_measured=stop["measured"], top=ranked[:args.top])

@@ -34,8 +34,12 @@ FIXED_DYNAMIC = dict(depth=6, width=4, total_tokens=24)  # the benchmark's fixed
 
 
 def dynamic_setting(row: dict) -> dict:
-    """An EAGLE-2 setting read from a row or a saved entry: {depth, width, total_tokens}, the keys of `FIXED_DYNAMIC`."""
-    return {k: row[k] for k in FIXED_DYNAMIC}
+    """An EAGLE-2 setting read from a row or a saved entry: {depth, width, total_tokens} (the keys of
+    `FIXED_DYNAMIC`), and min_path_prob when the setting stops its expansion early (Dynamic Depth Decoding)."""
+    setting = {k: row[k] for k in FIXED_DYNAMIC}
+    if row.get("min_path_prob"):
+        setting["min_path_prob"] = row["min_path_prob"]
+    return setting
 
 
 def frequent_tokens(tokenizer, vocab_size: int, windows: int = 256, length: int = 256) -> list[int]:

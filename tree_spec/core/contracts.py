@@ -109,16 +109,24 @@ class Branching:
 @dataclass(frozen=True)
 class DynamicShape:
     """An EAGLE-2 tree: `depth` levels, the `width` best nodes of each level expanded into `width` children,
-    the `total_tokens` best candidates kept (by cumulative draft log-probability)."""
+    the `total_tokens` best candidates kept (by cumulative draft log-probability).
+
+    min_path_prob: expansion stops before `depth` once the summed path probability of the nodes it would expand
+    next falls below it (Dynamic Depth Decoding's rule, Brown et al. 2024; with width 1, a chain's confidence
+    stop); 0 always expands `depth` levels.
+    """
 
     depth: int = 5
     width: int = 4
     total_tokens: int = 24
+    min_path_prob: float = 0.0
 
     def __post_init__(self) -> None:
         if self.depth < 0 or self.width < 1 or self.total_tokens < 0:
             raise ValueError(f"need depth >= 0, width >= 1, total_tokens >= 0; "
                              f"got {self.depth}, {self.width}, {self.total_tokens}")
+        if not 0.0 <= self.min_path_prob <= 1.0:
+            raise ValueError(f"min_path_prob must be in [0, 1], got {self.min_path_prob}")
 
     @property
     def max_nodes(self) -> int:

@@ -7,8 +7,10 @@ the logits), which a drafter with a reduced vocabulary answers without full-voca
 
 EAGLE-2 expansion (`build_dynamic_tree`): at each of `depth` levels, the `width` nodes of the newest level with
 the highest cumulative draft log-probability (the product of draft probabilities along the path, EAGLE-2's
-estimate of the chance that the target accepts the path) each get `width` children. Reranking: of all
-candidates, keep the `total_tokens` with the highest cumulative log-probability. A child never scores above its
+estimate of the chance that the target accepts the path) each get `width` children. With `min_path_prob` > 0
+the expansion stops early once those `width` nodes' path probabilities sum below it (Dynamic Depth Decoding,
+Brown et al. 2024): the draft expects the accepted path to end before them. Reranking: of all candidates, keep
+the `total_tokens` with the highest cumulative log-probability. A child never scores above its
 parent and greedy siblings come in descending order, so the kept set is a valid tree. Verification is
 unchanged, so greedy output stays identical to plain decoding.
 
@@ -16,7 +18,8 @@ Under sampling, children are drawn without replacement from the draft distributi
 whether a drawn child is kept never depends on its own value (or its subtree's): so a child's score is its
 parent's plus the log of the j-th largest draft probability (j = its draw rank), which equals its own
 log-probability in the greedy case, and the kept children of every node are a prefix of its draw order (a node
-becomes eligible once its parent and previous sibling are kept; its descendants only after itself).
+becomes eligible once its parent and previous sibling are kept; its descendants only after itself). The early
+stop reads the same scores, so whether a node gets children never depends on its children's values.
 """
 from __future__ import annotations
 
@@ -56,7 +59,7 @@ def grow(drafter: LevelDrafter, request: DraftRequest) -> DraftTree:
         return _grow_branching(drafter, request.context, request.root, shape.widths, request.sampling,
                                shape.min_path_prob, request.trace)
     return _grow_dynamic(drafter, request.context, request.root, shape.depth, shape.width, shape.total_tokens,
-                         request.sampling, request.trace)
+                         request.sampling, shape.min_path_prob, request.trace)
 
 
 def top_children(logits: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -160,21 +163,23 @@ def build_dynamic_tree(
     width: int = 4,
     total_tokens: int = 24,
     sampling: SamplingParams = GREEDY,
+    min_path_prob: float = 0.0,
     trace: Trace = NO_TRACE,
 ) -> DraftTree:
     """An EAGLE-2 tree below `root` with at most `total_tokens` draft nodes (exactly that many when the
     expansion produced enough candidates), at most `depth` deep. One drafter call per level.
-    `sampling.top_k` truncates the draft distribution as everywhere else; the expansion width is `width`."""
+    `sampling.top_k` truncates the draft distribution as everywhere else; the expansion width is `width`.
+    min_path_prob > 0 stops the expansion early (`DynamicShape`)."""
     depth, width, total_tokens = as_int(depth, "depth"), as_int(width, "width"), as_int(total_tokens, "total_tokens")
-    DynamicShape(depth, width, total_tokens)  # validates them
-    return _grow_dynamic(drafter, context, root, depth, width, total_tokens, sampling, trace)
+    DynamicShape(depth, width, total_tokens, min_path_prob)  # validates them
+    return _grow_dynamic(drafter, context, root, depth, width, total_tokens, sampling, min_path_prob, trace)
 
 
 def _grow_dynamic(drafter: LevelDrafter, context: Sequence[int], root: int, depth: int, width: int, total_tokens: int,
-                  sampling: SamplingParams, trace: Trace) -> DraftTree:
+                  sampling: SamplingParams, min_path_prob: float, trace: Trace) -> DraftTree:
     """`build_dynamic_tree` on arguments already validated."""
     tokens, parents, score, depth_of, rows = expand_candidates(drafter, context, root, depth if total_tokens else 0,
-                                                               width, sampling, trace)
+                                                               width, sampling, trace, min_path_prob)
     keep = [0] + [i + 1 for i in rerank_list(score[1:], depth_of[1:], total_tokens)]
     new_id = {old: new for new, old in enumerate(keep)}
     tree = DraftTree([tokens[i] for i in keep], [new_id[parents[i]] if i else -1 for i in keep])
@@ -188,15 +193,18 @@ def _grow_dynamic(drafter: LevelDrafter, context: Sequence[int], root: int, dept
 
 def expand_candidates(
     drafter: LevelDrafter, context: Sequence[int], root: int, depth: int, width: int,
-    sampling: SamplingParams = GREEDY, trace: Trace = NO_TRACE,
+    sampling: SamplingParams = GREEDY, trace: Trace = NO_TRACE, min_path_prob: float = 0.0,
 ) -> tuple[list[int], list[int], list[float], list[int], dict[int, torch.Tensor]]:
-    """EAGLE-2's expansion, before reranking: `depth` levels, the `width` best nodes of each level given `width`
-    children -> every candidate's (tokens, parents, score, depth) with the root at index 0, and (sampling) the
-    distribution [V] each expanded node's children were drawn from."""
+    """EAGLE-2's expansion, before reranking: `depth` levels (fewer once the nodes to expand have a summed path
+    probability below `min_path_prob`), the `width` best nodes of each level given `width` children -> every
+    candidate's (tokens, parents, score, depth) with the root at index 0, and (sampling) the distribution [V] each
+    expanded node's children were drawn from."""
     tokens, parents, score, depth_of = [int(root)], [-1], [0.0], [0]
     rows: dict[int, torch.Tensor] = {}
     frontier = [0]
     for _ in range(depth):
+        if sum(math.exp(score[i]) for i in frontier) < min_path_prob:
+            break
         if sampling.greedy:  # the top-width children and their log-probabilities
             picks, slot = _level_top(drafter, context, tokens, parents, frontier, width, trace)
         else:
