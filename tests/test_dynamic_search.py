@@ -75,6 +75,13 @@ def test_saved_dynamic_setting_runs_identically(name):
     assert setting == {k: saved[k] for k in ("depth", "width", "total_tokens")} | stop
     measured = tuned["dynamic"]["measured"]
     assert any(m["vocab"] is None and all(m[k] == v for k, v in FIXED_DYNAMIC.items()) for m in measured)
+    if "stop_measured" in saved:  # the depth stop was tuned: the saved pick follows the rule from its own runs
+        from tree_spec.analysis.search import MARGIN
+
+        no_stop, best = saved["stop_measured"][0], min(saved["stop_measured"], key=lambda m: m["ms_per_token"])
+        pick = best if best["ms_per_token"] < (1 - MARGIN) * no_stop["ms_per_token"] else no_stop
+        assert no_stop["min_path_prob"] == 0.0 and (saved["depth"], saved["min_path_prob"]) == (
+            pick["depth"], pick["min_path_prob"])
     p = list(range(40, 72))
     out = dynamic_tree_speculative_generate(target, drafter, p, 20, **setting)
     assert out.tokens == generate(target, torch.tensor([p], device="cpu"), 20)[0].tolist()

@@ -26,7 +26,9 @@ under models/tuned/ (a fixed row whose shape tuning kept reads "(= tuned)": one 
 section compares each tuned row with its drafter's fixed rows and names the fastest model-based drafter.
 EAGLE-1, the EAGLE-3 style head and MTP also run as confidence-stopped chains ("confidence stop":
 `CONFIDENCE_STOP`, or the k and θ that `python -m tree_spec.analysis.tune` saved, with the tuned draft vocabulary
-when there is one): EAGLE-2's rule applied to a chain, a different decoder, not a shape.
+when there is one): EAGLE-2's rule applied to a chain, a different decoder, not a shape. A tuned dynamic tree may
+stop its expansion early the same way (Dynamic Depth Decoding's rule, `DynamicShape.min_path_prob`) when the tuner
+found that faster; its form then reads "depth<=d, ..., stops below frontier path probability θ".
 Methods whose head folder is missing are listed as skipped. Writes BENCHMARK*.md,
 .json and .png.
 """

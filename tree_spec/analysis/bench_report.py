@@ -71,7 +71,9 @@ def markdown(result: dict) -> str:
         "1 / 2 / .... identical = prompts whose tokens equal plain "
         f"{'greedy' if greedy else 'sampling (not expected)'}. \"confidence stop\" rows: chains that draft up to k "
         "tokens and stop once the draft's path probability (the product of its probabilities of its own tokens) "
-        "falls below θ (EAGLE-2's rule on a chain), so k varies per pass and τ ≈ 1 + (drafts per pass) · ratio.",
+        "falls below θ (EAGLE-2's rule on a chain), so k varies per pass and τ ≈ 1 + (drafts per pass) · ratio. "
+        "A dynamic tree that \"stops below frontier path probability θ\" expands at most d levels and stops once "
+        "the nodes it would expand next hold a summed path probability below θ (Dynamic Depth Decoding).",
         "",
         "| method | form | τ | α (per-position) | acceptance ratio | α per depth | target calls | draft calls | "
         "ms/token | speedup | identical |",
