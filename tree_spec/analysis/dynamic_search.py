@@ -23,7 +23,7 @@ from ..decoding.dynamic import dynamic_tree_speculative_generate
 from ..decoding.loop import target_forward
 from ..drafters.base import Drafter
 from .ranks import start_walk
-from .search import MARGIN, THETAS, interleaved_runs
+from .search import THETAS, fastest_unless_close, interleaved_runs
 from .step_costs import StepCosts
 from .tuned import FIXED_DYNAMIC, dynamic_setting
 
@@ -157,8 +157,7 @@ def tune_dynamic_stop(target: Transformer, drafter: Drafter, setting: dict, prom
     runs = [(dynamic_text(s), lambda p, s=s: dynamic_tree_speculative_generate(target, drafter, p, new_tokens, **s))
             for s in tried]
     measured = [dict(**s, **m) for s, m in zip(tried, interleaved_runs(target, runs, prompts, new_tokens, rounds))]
-    best = min(measured, key=lambda m: m["ms_per_token"])
-    pick = best if best["ms_per_token"] < (1 - MARGIN) * measured[0]["ms_per_token"] else measured[0]
+    pick = fastest_unless_close(measured, measured[0])
     return dict(depth=pick["depth"], min_path_prob=pick["min_path_prob"], measured=measured)
 
 
@@ -184,8 +183,7 @@ def tune_dynamic(name: str, target: Transformer, drafters: dict, prompts: Sequen
     measured = validate_dynamic(target, drafters, [(k, dict(s)) for k, s in dict.fromkeys(candidates)], cost_prompts,
                                 args.validate_tokens)
     fixed = next(m for m in measured if m["vocab"] is None and dynamic_setting(m) == FIXED_DYNAMIC)
-    best = min(measured, key=lambda m: m["ms_per_token"])
-    chosen = best if best["ms_per_token"] < (1 - MARGIN) * fixed["ms_per_token"] else fixed
+    chosen = fastest_unless_close(measured, fixed)
     predicted = next((r for r in ranked
                       if r["vocab"] == chosen["vocab"] and dynamic_setting(r) == dynamic_setting(chosen)), None)
     for m in sorted(measured, key=lambda m: m["ms_per_token"]):

@@ -154,12 +154,18 @@ def tune_confidence_stop(
     return dict(k=k, min_path_prob=theta, measured=measured)
 
 
+def fastest_unless_close(measured: Sequence[dict], kept: dict, margin: float = MARGIN) -> dict:
+    """The fastest of the `measured` rows, unless it beats `kept` (one of them: the default, the fixed setting) by
+    less than `margin`; then `kept` (a run-to-run difference is not a better setting)."""
+    best = min(measured, key=lambda m: m["ms_per_token"])
+    return best if best["ms_per_token"] < (1 - margin) * kept["ms_per_token"] else kept
+
+
 def choose_stop(measured: list[dict], default: tuple[int, float], margin: float = MARGIN) -> tuple[int, float]:
     """(k, θ) of the fastest measured confidence stop, unless it beats the `default` pair's run by less than
     `margin` (then the default)."""
-    best = min(measured, key=lambda m: m["ms_per_token"])
     kept = next(m for m in measured if (m["k"], m["min_path_prob"]) == tuple(default))
-    pick = best if best["ms_per_token"] < (1 - margin) * kept["ms_per_token"] else kept
+    pick = fastest_unless_close(measured, kept, margin)
     return pick["k"], pick["min_path_prob"]
 
 
@@ -167,9 +173,7 @@ def choose(measured: list[dict], fixed: Sequence[Sequence[int]], margin: float =
     """The validation row to save: the fastest, unless it is not a benchmark fixed shape and beats the fastest
     fixed shape (full vocabulary) by less than `margin`; then that fixed shape (a run-to-run difference is
     not a better tree)."""
-    best = min(measured, key=lambda m: m["ms_per_token"])
     fixed_rows = [m for m in measured if m["vocab"] is None and list(m["branching"]) in [list(s) for s in fixed]]
-    if not fixed_rows or best in fixed_rows:
-        return best
-    best_fixed = min(fixed_rows, key=lambda m: m["ms_per_token"])
-    return best if best["ms_per_token"] < (1 - margin) * best_fixed["ms_per_token"] else best_fixed
+    if not fixed_rows:
+        return min(measured, key=lambda m: m["ms_per_token"])
+    return fastest_unless_close(measured, min(fixed_rows, key=lambda m: m["ms_per_token"]), margin)
