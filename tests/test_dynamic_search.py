@@ -80,14 +80,14 @@ def test_saved_dynamic_setting_runs_identically(name):
 
         no_stop, best = saved["stop_measured"][0], min(saved["stop_measured"], key=lambda m: m["ms_per_token"])
         pick = best if best["ms_per_token"] < (1 - MARGIN) * no_stop["ms_per_token"] else no_stop
-        assert no_stop["min_path_prob"] == 0.0 and (saved["depth"], saved["min_path_prob"]) == (
-            pick["depth"], pick["min_path_prob"])
+        keys = ("depth", "width", "total_tokens", "min_path_prob")
+        assert no_stop["min_path_prob"] == 0.0 and [saved[k] for k in keys] == [pick[k] for k in keys]
     p = list(range(40, 72))
     out = dynamic_tree_speculative_generate(target, drafter, p, 20, **setting)
     assert out.tokens == generate(target, torch.tensor([p], device="cpu"), 20)[0].tolist()
 
 
-def test_depth_stop_tuning_measures_each_cap_and_theta_and_keeps_no_stop_unless_clearly_faster():
+def test_depth_stop_tuning_measures_each_base_cap_and_theta_and_keeps_no_stop_unless_clearly_faster():
     from tree_spec.analysis.dynamic_search import tune_dynamic_stop
     from tree_spec.analysis.search import MARGIN
     from tree_spec.drafters.features import HeadDrafter
@@ -97,12 +97,28 @@ def test_depth_stop_tuning_measures_each_cap_and_theta_and_keeps_no_stop_unless_
     target = random_model(seed=0)
     torch.manual_seed(0)
     drafter = HeadDrafter(target, make_head("eagle", target.cfg))
-    setting = dict(depth=2, width=2, total_tokens=4)
-    found = tune_dynamic_stop(target, drafter, setting, prompts(target.cfg.vocab_size, 2, length=8, seed=1), 10,
+    bases = [dict(depth=2, width=2, total_tokens=4), dict(depth=3, width=3, total_tokens=5)]
+    found = tune_dynamic_stop(target, drafter, bases, prompts(target.cfg.vocab_size, 2, length=8, seed=1), 10,
                               max_depth=3, thetas=(0.2, 0.4), rounds=1)
-    tried = [(m["depth"], m["min_path_prob"]) for m in found["measured"]]
-    assert tried == [(2, 0.0), (2, 0.2), (2, 0.4), (3, 0.2), (3, 0.4)]  # no stop first, then every cap x θ
+    tried = [(m["depth"], m["width"], m["min_path_prob"]) for m in found["measured"]]
+    # the first base without a stop, then every base under every cap (its depth, max_depth) with every θ
+    assert tried == [(2, 2, 0.0), (2, 2, 0.2), (2, 2, 0.4), (3, 2, 0.2), (3, 2, 0.4), (3, 3, 0.2), (3, 3, 0.4)]
     no_stop, best = found["measured"][0], min(found["measured"], key=lambda m: m["ms_per_token"])
-    clearly_faster = best["ms_per_token"] < (1 - MARGIN) * no_stop["ms_per_token"]
-    assert (found["depth"], found["min_path_prob"]) == ((best["depth"], best["min_path_prob"]) if clearly_faster
-                                                       else (2, 0.0))
+    pick = best if best["ms_per_token"] < (1 - MARGIN) * no_stop["ms_per_token"] else no_stop
+    keys = ("depth", "width", "total_tokens", "min_path_prob")
+    assert [found["setting"][k] for k in keys] == [pick[k] for k in keys]
+    assert found["base"] == bases[0 if pick["width"] == 2 else 1]
+
+
+def test_stop_bases_are_the_chosen_setting_then_each_other_widths_fastest_of_its_vocabulary():
+    from tree_spec.analysis.dynamic_search import stop_bases
+
+    def row(vocab, depth, width, total, ms):
+        return dict(vocab=vocab, depth=depth, width=width, total_tokens=total, ms_per_token=ms)
+
+    measured = [row(None, 6, 4, 24, 5.0), row(None, 4, 2, 11, 4.9), row(None, 6, 2, 15, 4.8), row(2048, 4, 3, 9, 4.0),
+                row(None, 5, 3, 16, 5.2), row(None, 4, 4, 15, 4.7)]
+    chosen = measured[0]
+    assert stop_bases(measured, chosen) == [
+        dict(depth=6, width=4, total_tokens=24), dict(depth=6, width=2, total_tokens=15),
+        dict(depth=5, width=3, total_tokens=16)]

@@ -144,28 +144,43 @@ def dynamic_text(setting: dict) -> str:
     return f"dynamic tree ({depth}, width {setting['width']}, {setting['total_tokens']} tokens{stop})"
 
 
-def tune_dynamic_stop(target: Transformer, drafter: Drafter, setting: dict, prompts: Sequence[Sequence[int]],
+def stop_bases(measured: Sequence[dict], chosen: dict) -> list[dict]:
+    """The settings a depth stop is tried on: `chosen` first, then the fastest validated setting of each other
+    width with its draft vocabulary -> [{depth, width, total_tokens}]. A stop trims the levels the draft is unsure
+    of, so a narrow deep tree, which no-stop validation ranks behind a wide one, may gain the most from it."""
+    bases = {chosen["width"]: dynamic_setting(chosen)}
+    for m in sorted(measured, key=lambda m: m["ms_per_token"]):
+        if m["vocab"] == chosen["vocab"]:
+            bases.setdefault(m["width"], {k: m[k] for k in FIXED_DYNAMIC})
+    return list(bases.values())
+
+
+def tune_dynamic_stop(target: Transformer, drafter: Drafter, bases: Sequence[dict], prompts: Sequence[Sequence[int]],
                       new_tokens: int, max_depth: int, thetas: Sequence[float] = THETAS, rounds: int = 2) -> dict:
-    """EAGLE-2's `setting` with Dynamic Depth Decoding's stop (`DynamicShape.min_path_prob`): its depth and
-    `max_depth` as caps, each with every θ of `thetas`, and the setting without a stop, against plain greedy
-    (`interleaved_runs`) -> {depth, min_path_prob, measured}: the fastest, or no stop (θ = 0, the setting's depth)
-    when the fastest beats it by less than `search.MARGIN`. A stop drafts fewer levels when the draft is unsure,
-    so it may pay to allow deeper trees when it is sure."""
-    base = {k: setting[k] for k in FIXED_DYNAMIC}
-    pairs = [(base["depth"], 0.0)] + [(d, t) for d in sorted({base["depth"], max_depth}) for t in thetas]
-    tried = [dict(base, depth=d, min_path_prob=t) for d, t in pairs]
+    """EAGLE-2's settings `bases` ({depth, width, total_tokens}; the first the one kept without a stop) with
+    Dynamic Depth Decoding's stop (`DynamicShape.min_path_prob`): each base under two depth caps (its depth and
+    `max_depth`) with every θ of `thetas`, and the first base without a stop, against plain greedy
+    (`interleaved_runs`) -> {setting, base, measured}: `setting` the fastest ({depth, width, total_tokens,
+    min_path_prob}), or the first base without a stop (θ = 0) when the fastest beats it by less than
+    `search.MARGIN`; `base` the base it came from. A stop drafts fewer levels when the draft is unsure, so it may
+    pay to allow deeper trees when it is sure."""
+    tried = [(bases[0], dict(bases[0], min_path_prob=0.0))]
+    tried += [(base, dict(base, depth=d, min_path_prob=t))
+              for base in bases for d in sorted({base["depth"], max_depth}) for t in thetas]
     runs = [(dynamic_text(s), lambda p, s=s: dynamic_tree_speculative_generate(target, drafter, p, new_tokens, **s))
-            for s in tried]
-    measured = [dict(**s, **m) for s, m in zip(tried, interleaved_runs(target, runs, prompts, new_tokens, rounds))]
+            for _, s in tried]
+    measured = [dict(**s, **m) for (_, s), m in zip(tried, interleaved_runs(target, runs, prompts, new_tokens, rounds))]
     pick = fastest_unless_close(measured, measured[0])
-    return dict(depth=pick["depth"], min_path_prob=pick["min_path_prob"], measured=measured)
+    base = tried[measured.index(pick)][0]
+    return dict(setting={k: pick[k] for k in (*FIXED_DYNAMIC, "min_path_prob")}, base=base, measured=measured)
 
 
 def tune_dynamic(name: str, target: Transformer, drafters: dict, prompts: Sequence[Sequence[int]],
                  cost_prompts: Sequence[Sequence[int]], curve, args) -> dict:
     """Profile, cost, search and validate EAGLE-2's setting for drafter `name` -> the "dynamic" entry of its
-    tuning: depth, width, total_tokens, min_path_prob (the depth stop `tune_dynamic_stop` chose; 0: none),
-    draft_vocab (None: full), the predictions (of the setting without a stop) and the measured rows.
+    tuning: depth, width, total_tokens and min_path_prob (0: no stop) as `tune_dynamic_stop` picked them from the
+    validated settings (`stop_bases`), draft_vocab (None: full), the predictions (of the picked setting's base,
+    without a stop) and the measured rows.
 
     drafters: {draft vocabulary size or None: drafter}. The fixed setting (`FIXED_DYNAMIC`, full vocabulary) is
     validated too and kept unless the fastest beats it by `search.MARGIN`."""
@@ -184,17 +199,15 @@ def tune_dynamic(name: str, target: Transformer, drafters: dict, prompts: Sequen
                                 args.validate_tokens)
     fixed = next(m for m in measured if m["vocab"] is None and dynamic_setting(m) == FIXED_DYNAMIC)
     chosen = fastest_unless_close(measured, fixed)
-    predicted = next((r for r in ranked
-                      if r["vocab"] == chosen["vocab"] and dynamic_setting(r) == dynamic_setting(chosen)), None)
     for m in sorted(measured, key=lambda m: m["ms_per_token"]):
         print(f"  {dynamic_text(m)} vocab {m['vocab'] or 'full'}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} "
               f"ms/token, {m['speedup']:.2f}x plain")
-    stop = tune_dynamic_stop(target, drafters[chosen["vocab"]], dynamic_setting(chosen), cost_prompts,
+    stop = tune_dynamic_stop(target, drafters[chosen["vocab"]], stop_bases(measured, chosen), cost_prompts,
                              args.validate_tokens, args.depth)
     print(f"  with a depth stop (vocab {chosen['vocab'] or 'full'}):")
     for m in sorted(stop["measured"], key=lambda m: m["ms_per_token"]):
         print(f"    {dynamic_text(m)}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} ms/token, {m['speedup']:.2f}x plain")
-    return dict(dynamic_setting(chosen), depth=stop["depth"], min_path_prob=stop["min_path_prob"],
-                draft_vocab=chosen["vocab"], predicted_tau=predicted and predicted["tokens_per_pass"],
+    predicted = next((r for r in ranked if r["vocab"] == chosen["vocab"] and dynamic_setting(r) == stop["base"]), None)
+    return dict(stop["setting"], draft_vocab=chosen["vocab"], predicted_tau=predicted and predicted["tokens_per_pass"],
                 predicted_ms_per_token=predicted and predicted["ms_per_token"], measured=measured,
                 stop_measured=stop["measured"], top=ranked[:args.top])
