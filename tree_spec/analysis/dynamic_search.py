@@ -27,6 +27,8 @@ from .search import THETAS, fastest_unless_close, interleaved_runs
 from .step_costs import StepCosts
 from .tuned import FIXED_DYNAMIC, dynamic_setting
 
+FINALISTS = 4  # the fastest stopped settings timed again, apart, before the pick
+
 
 @dataclass
 class DynamicProfile:
@@ -156,23 +158,29 @@ def stop_bases(measured: Sequence[dict], chosen: dict) -> list[dict]:
 
 
 def tune_dynamic_stop(target: Transformer, drafter: Drafter, bases: Sequence[dict], prompts: Sequence[Sequence[int]],
-                      new_tokens: int, max_depth: int, thetas: Sequence[float] = THETAS, rounds: int = 2) -> dict:
+                      new_tokens: int, max_depth: int, thetas: Sequence[float] = THETAS, rounds: int = 2,
+                      finalists: int = FINALISTS) -> dict:
     """EAGLE-2's settings `bases` ({depth, width, total_tokens}; the first the one kept without a stop) with
     Dynamic Depth Decoding's stop (`DynamicShape.min_path_prob`): each base under two depth caps (its depth and
     `max_depth`) with every θ of `thetas`, and the first base without a stop, against plain greedy
-    (`interleaved_runs`) -> {setting, base, measured}: `setting` the fastest ({depth, width, total_tokens,
-    min_path_prob}), or the first base without a stop (θ = 0) when the fastest beats it by less than
-    `search.MARGIN`; `base` the base it came from. A stop drafts fewer levels when the draft is unsure, so it may
-    pay to allow deeper trees when it is sure."""
+    (`interleaved_runs`); then the `finalists` fastest and the first base without a stop once more, in a run of
+    their own -> {setting, base, measured, confirmed}: `setting` the fastest of that second run ({depth, width,
+    total_tokens, min_path_prob}), or the first base without a stop (θ = 0) when the fastest beats it by less than
+    `search.MARGIN`; `base` the base it came from. The fastest of dozens of noisy runs is partly the luckiest:
+    timing its few rivals again, apart, leaves the luck behind. A stop drafts fewer levels when the draft is unsure,
+    so it may pay to allow deeper trees when it is sure."""
     tried = [(bases[0], dict(bases[0], min_path_prob=0.0))]
     tried += [(base, dict(base, depth=d, min_path_prob=t))
               for base in bases for d in sorted({base["depth"], max_depth}) for t in thetas]
     runs = [(dynamic_text(s), lambda p, s=s: dynamic_tree_speculative_generate(target, drafter, p, new_tokens, **s))
             for _, s in tried]
     measured = [dict(**s, **m) for (_, s), m in zip(tried, interleaved_runs(target, runs, prompts, new_tokens, rounds))]
-    pick = fastest_unless_close(measured, measured[0])
-    base = tried[measured.index(pick)][0]
-    return dict(setting={k: pick[k] for k in (*FIXED_DYNAMIC, "min_path_prob")}, base=base, measured=measured)
+    final = [0] + [i for i in sorted(range(1, len(tried)), key=lambda i: measured[i]["ms_per_token"])[:finalists]]
+    confirmed = [dict(**tried[i][1], **m) for i, m in
+                 zip(final, interleaved_runs(target, [runs[i] for i in final], prompts, new_tokens, rounds))]
+    pick = fastest_unless_close(confirmed, confirmed[0])
+    return dict(setting={k: pick[k] for k in (*FIXED_DYNAMIC, "min_path_prob")},
+                base=tried[final[confirmed.index(pick)]][0], measured=measured, confirmed=confirmed)
 
 
 def tune_dynamic(name: str, target: Transformer, drafters: dict, prompts: Sequence[Sequence[int]],
@@ -180,7 +188,7 @@ def tune_dynamic(name: str, target: Transformer, drafters: dict, prompts: Sequen
     """Profile, cost, search and validate EAGLE-2's setting for drafter `name` -> the "dynamic" entry of its
     tuning: depth, width, total_tokens and min_path_prob (0: no stop) as `tune_dynamic_stop` picked them from the
     validated settings (`stop_bases`), draft_vocab (None: full), the predictions (of the picked setting's base,
-    without a stop) and the measured rows.
+    without a stop) and the measured rows (`stop_measured`, `stop_confirmed`: the stop's sweep and its finalists).
 
     drafters: {draft vocabulary size or None: drafter}. The fixed setting (`FIXED_DYNAMIC`, full vocabulary) is
     validated too and kept unless the fastest beats it by `search.MARGIN`."""
@@ -204,10 +212,13 @@ def tune_dynamic(name: str, target: Transformer, drafters: dict, prompts: Sequen
               f"ms/token, {m['speedup']:.2f}x plain")
     stop = tune_dynamic_stop(target, drafters[chosen["vocab"]], stop_bases(measured, chosen), cost_prompts,
                              args.validate_tokens, args.depth)
-    print(f"  with a depth stop (vocab {chosen['vocab'] or 'full'}):")
-    for m in sorted(stop["measured"], key=lambda m: m["ms_per_token"]):
-        print(f"    {dynamic_text(m)}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} ms/token, {m['speedup']:.2f}x plain")
+    for title, rows in (("with a depth stop", stop["measured"]), ("the fastest again, in a run of their own",
+                                                                   stop["confirmed"])):
+        print(f"  {title} (vocab {chosen['vocab'] or 'full'}):")
+        for m in sorted(rows, key=lambda m: m["ms_per_token"]):
+            print(f"    {dynamic_text(m)}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} ms/token, "
+                  f"{m['speedup']:.2f}x plain")
     predicted = next((r for r in ranked if r["vocab"] == chosen["vocab"] and dynamic_setting(r) == stop["base"]), None)
     return dict(stop["setting"], draft_vocab=chosen["vocab"], predicted_tau=predicted and predicted["tokens_per_pass"],
                 predicted_ms_per_token=predicted and predicted["ms_per_token"], measured=measured,
-                stop_measured=stop["measured"], top=ranked[:args.top])
+                stop_measured=stop["measured"], stop_confirmed=stop["confirmed"], top=ranked[:args.top])
