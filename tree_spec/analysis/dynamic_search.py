@@ -153,7 +153,7 @@ def stop_bases(measured: Sequence[dict], chosen: dict) -> list[dict]:
     bases = {chosen["width"]: dynamic_setting(chosen)}
     for m in sorted(measured, key=lambda m: m["ms_per_token"]):
         if m["vocab"] == chosen["vocab"]:
-            bases.setdefault(m["width"], {k: m[k] for k in FIXED_DYNAMIC})
+            bases.setdefault(m["width"], dynamic_setting(m))
     return list(bases.values())
 
 

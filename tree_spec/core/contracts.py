@@ -76,6 +76,12 @@ class SamplingParams:
 GREEDY = SamplingParams()
 
 
+def check_min_path_prob(min_path_prob: float) -> None:
+    """A path-probability threshold is a probability: raise unless 0 <= it <= 1."""
+    if not 0.0 <= min_path_prob <= 1.0:
+        raise ValueError(f"min_path_prob must be in [0, 1], got {min_path_prob}")
+
+
 @dataclass(frozen=True)
 class Branching:
     """A tree of fixed shape: every node at level l gets `widths[l]` children; (1,) * k is a chain of k.
@@ -90,8 +96,7 @@ class Branching:
     def __post_init__(self) -> None:
         object.__setattr__(self, "widths", tuple(int(w) for w in self.widths))
         tree_node_count(self.widths)  # validates the widths
-        if not 0.0 <= self.min_path_prob <= 1.0:
-            raise ValueError(f"min_path_prob must be in [0, 1], got {self.min_path_prob}")
+        check_min_path_prob(self.min_path_prob)
 
     @property
     def max_nodes(self) -> int:
@@ -125,8 +130,7 @@ class DynamicShape:
         if self.depth < 0 or self.width < 1 or self.total_tokens < 0:
             raise ValueError(f"need depth >= 0, width >= 1, total_tokens >= 0; "
                              f"got {self.depth}, {self.width}, {self.total_tokens}")
-        if not 0.0 <= self.min_path_prob <= 1.0:
-            raise ValueError(f"min_path_prob must be in [0, 1], got {self.min_path_prob}")
+        check_min_path_prob(self.min_path_prob)
 
     @property
     def max_nodes(self) -> int:

@@ -109,8 +109,6 @@ def build_draft_tree(
     may grow (EAGLE-2's confidence rule; a chain stops early). It reads only the draft's distribution, so
     verification stays lossless.
     """
-    if not 0.0 <= min_path_prob <= 1.0:
-        raise ValueError(f"min_path_prob must be in [0, 1], got {min_path_prob}")
     branching = Branching(tuple(as_int(w, "branching width") for w in branching), min_path_prob).widths
     return _grow_branching(drafter, context, root, branching, sampling, min_path_prob, trace)
 
