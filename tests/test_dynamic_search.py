@@ -6,7 +6,10 @@ from mini_llm import generate, load_model
 from tree_spec.analysis.dynamic_search import (
     DynamicProfile, dynamic_candidates, measure_dynamic_profile, rank_dynamic,
 )
-from tree_spec.analysis.tuned import DYNAMIC_DRAFTERS, FIXED_DYNAMIC, MODELS_DIR, load_tuned, make_drafter, tuned_dynamic
+from tree_spec.analysis.search import fastest_unless_close, finalist_indices
+from tree_spec.analysis.tuned import (
+    DYNAMIC_DRAFTERS, FIXED_DYNAMIC, MODELS_DIR, dynamic_setting, load_tuned, make_drafter, tuned_dynamic,
+)
 from tree_spec.decoding.dynamic import dynamic_tree_speculative_generate
 
 
@@ -75,6 +78,14 @@ def test_saved_dynamic_setting_runs_identically(name):
     assert setting == {k: saved[k] for k in ("depth", "width", "total_tokens")} | stop
     measured = tuned["dynamic"]["measured"]
     assert any(m["vocab"] is None and all(m[k] == v for k, v in FIXED_DYNAMIC.items()) for m in measured)
+    if "confirmed" in saved:  # the validated setting's finalists: the fixed setting first, then the fastest others
+        fixed = next(i for i, m in enumerate(measured) if m["vocab"] is None and dynamic_setting(m) == FIXED_DYNAMIC)
+        settings = lambda rows: [(m["vocab"], dynamic_setting(m)) for m in rows]  # noqa: E731
+        assert settings(saved["confirmed"]) == settings([measured[i] for i in finalist_indices(measured, fixed)])
+        chosen = fastest_unless_close(saved["confirmed"], saved["confirmed"][0])
+        assert saved["stop_confirmed"][0]["min_path_prob"] == 0.0
+        assert dynamic_setting(saved["stop_confirmed"][0]) == dynamic_setting(chosen)  # the stop's sweep starts there
+        assert saved["draft_vocab"] == chosen["vocab"]
     if "stop_confirmed" in saved:  # the depth stop was tuned: the saved pick follows the rule from its finalists' run
         from tree_spec.analysis.search import MARGIN
 

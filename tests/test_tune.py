@@ -12,7 +12,8 @@ from tree_spec.analysis.prompts import BENCH_PROMPTS, held_out_prompts, tuning_p
 from tree_spec.core.topology import tree_node_count
 from tree_spec.analysis.ranks import RankProfile, measure_rank_profile
 from tree_spec.analysis.search import (
-    CONFIDENCE_DRAFTERS, FIXED_SHAPES, MARGIN, THETAS, CONFIDENCE_KS, branching_lists, choose, choose_stop, rank_shapes,
+    CONFIDENCE_DRAFTERS, FIXED_SHAPES, MARGIN, THETAS, CONFIDENCE_KS, branching_lists, choose, choose_stop,
+    finalist_indices, kept_shape, rank_shapes,
 )
 from tree_spec.analysis.step_costs import StepCosts
 from tree_spec.analysis.tuned import CONFIDENCE_STOP, DRAFTERS, TUNED_DIR, load_tuned, tuned_drafter, vocab_coverage
@@ -70,6 +71,17 @@ def test_a_new_confidence_stop_replaces_the_default_only_when_clearly_faster():
     assert choose_stop(rows([2.6, 2.5, 2.0]), (6, 0.3)) == (12, 0.1)    # a longer cap, 20 % faster
     assert choose_stop(rows([2.45, 2.5, 2.6]), (6, 0.3)) == (6, 0.3)    # 2 % faster: noise, the default stays
     assert choose_stop(rows([2.6, 2.5, 2.7]), (6, 0.3)) == (6, 0.3)     # the default is the fastest
+
+
+def test_finalists_are_the_kept_row_then_the_fastest_others():
+    rows = [dict(ms_per_token=ms) for ms in (3.0, 1.0, 2.5, 0.5, 2.0, 4.0)]
+    assert finalist_indices(rows, kept=0, finalists=3) == [0, 3, 1, 4]
+    assert finalist_indices(rows, kept=3, finalists=2) == [3, 1, 4]  # the kept row is not counted twice
+    assert finalist_indices(rows, kept=5, finalists=9) == [5, 3, 1, 4, 2, 0]  # fewer rows than finalists: all
+    measured = [dict(vocab=None, branching=[1, 1], ms_per_token=2.0), dict(vocab=None, branching=[2], ms_per_token=1.5),
+                dict(vocab=1024, branching=[1, 1], ms_per_token=1.0)]
+    assert kept_shape(measured, [[1, 1], [2]]) is measured[1]  # the fastest fixed shape of the full vocabulary
+    assert kept_shape(measured, [[3]]) is measured[2]  # no fixed shape measured: the fastest row
 
 
 def test_branching_lists_respect_their_limits():
@@ -155,16 +167,22 @@ def test_saved_tuning_is_complete_and_runs_identically(name):
         assert key in tuned, key
     profile = RankProfile.from_dict(tuned["profile"])
     assert tuned["predicted_tau"] == pytest.approx(profile.tokens_per_pass(tuned["branching"]))
-    if tuned["measured"]:  # validated: the saved shape is `choose`'s pick, the fixed shapes among the runs
-        chosen = next(m for m in tuned["measured"] if m["branching"] == tuned["branching"]
-                      and m["vocab"] == tuned["draft_vocab"])
-        assert chosen == choose(tuned["measured"], FIXED_SHAPES[name])
-        ran = [m["branching"] for m in tuned["measured"]]
+    if tuned["measured"]:  # validated: the saved shape is `choose`'s pick from the finalists' run
+        measured, confirmed = tuned["measured"], tuned["confirmed"]
+        shapes = lambda rows: [(m["vocab"], m["branching"]) for m in rows]  # noqa: E731
+        final = finalist_indices(measured, measured.index(kept_shape(measured, FIXED_SHAPES[name])))
+        assert shapes(confirmed) == shapes([measured[i] for i in final])
+        chosen = choose(confirmed, FIXED_SHAPES[name])
+        assert (chosen["vocab"], chosen["branching"]) == (tuned["draft_vocab"], tuned["branching"])
+        ran = [m["branching"] for m in measured]
         assert all(list(s) in ran for s in FIXED_SHAPES[name] if len(s) <= profile.depth)
     if name in CONFIDENCE_DRAFTERS and tuned["measured"]:  # validated heads: θ chosen by the same rule
         stop = tuned["confidence_stop"]
         default = (CONFIDENCE_STOP["k"], CONFIDENCE_STOP["min_path_prob"])
-        assert (stop["k"], stop["min_path_prob"]) == choose_stop(stop["measured"], default)
+        pairs = lambda rows: [(m["k"], m["min_path_prob"]) for m in rows]  # noqa: E731
+        final = finalist_indices(stop["measured"], pairs(stop["measured"]).index(default))
+        assert pairs(stop["confirmed"]) == pairs([stop["measured"][i] for i in final])
+        assert (stop["k"], stop["min_path_prob"]) == choose_stop(stop["confirmed"], default)
     target = load_model("tiny-qwen3")
     drafter, branching = tuned_drafter(name, target)
     assert branching == tuned["branching"]
@@ -197,7 +215,10 @@ def test_cli_profiles_costs_searches_validates_and_saves(tmp_path, capsys):
     default = (CONFIDENCE_STOP["k"], CONFIDENCE_STOP["min_path_prob"])
     assert "confidence stop" in text
     assert {(m["k"], m["min_path_prob"]) for m in stop["measured"]} == {*itertools.product(CONFIDENCE_KS, THETAS), default}
-    assert (stop["k"], stop["min_path_prob"]) == choose_stop(stop["measured"], default)
+    assert (stop["k"], stop["min_path_prob"]) == choose_stop(stop["confirmed"], default)
+    assert (stop["confirmed"][0]["k"], stop["confirmed"][0]["min_path_prob"]) == default
+    chosen = choose(tuned["confirmed"], FIXED_SHAPES["mtp"])  # the shape too: picked from the finalists' run
+    assert (chosen["vocab"], chosen["branching"]) == (tuned["draft_vocab"], tuned["branching"])
 
 
 def test_vocab_coverage_is_the_share_of_tokens_inside_the_draft_vocabulary():

@@ -23,12 +23,9 @@ from ..decoding.dynamic import dynamic_tree_speculative_generate
 from ..decoding.loop import target_forward
 from ..drafters.base import Drafter
 from .ranks import start_walk
-from .search import THETAS, fastest_unless_close, interleaved_runs
+from .search import FINALISTS, THETAS, fastest_unless_close, finalist_indices, interleaved_runs
 from .step_costs import StepCosts
 from .tuned import FIXED_DYNAMIC, dynamic_setting
-
-FINALISTS = 4  # the fastest stopped settings timed again, apart, before the pick
-
 
 @dataclass
 class DynamicProfile:
@@ -175,7 +172,7 @@ def tune_dynamic_stop(target: Transformer, drafter: Drafter, bases: Sequence[dic
     runs = [(dynamic_text(s), lambda p, s=s: dynamic_tree_speculative_generate(target, drafter, p, new_tokens, **s))
             for _, s in tried]
     measured = [dict(**s, **m) for (_, s), m in zip(tried, interleaved_runs(target, runs, prompts, new_tokens, rounds))]
-    final = [0] + [i for i in sorted(range(1, len(tried)), key=lambda i: measured[i]["ms_per_token"])[:finalists]]
+    final = finalist_indices(measured, 0, finalists)
     confirmed = [dict(**tried[i][1], **m) for i, m in
                  zip(final, interleaved_runs(target, [runs[i] for i in final], prompts, new_tokens, rounds))]
     pick = fastest_unless_close(confirmed, confirmed[0])
@@ -188,10 +185,12 @@ def tune_dynamic(name: str, target: Transformer, drafters: dict, prompts: Sequen
     """Profile, cost, search and validate EAGLE-2's setting for drafter `name` -> the "dynamic" entry of its
     tuning: depth, width, total_tokens and min_path_prob (0: no stop) as `tune_dynamic_stop` picked them from the
     validated settings (`stop_bases`), draft_vocab (None: full), the predictions (of the picked setting's base,
-    without a stop) and the measured rows (`stop_measured`, `stop_confirmed`: the stop's sweep and its finalists).
+    without a stop) and the measured rows (`measured`, `confirmed`: the validation and its finalists;
+    `stop_measured`, `stop_confirmed`: the stop's sweep and its finalists).
 
     drafters: {draft vocabulary size or None: drafter}. The fixed setting (`FIXED_DYNAMIC`, full vocabulary) is
-    validated too and kept unless the fastest beats it by `search.MARGIN`."""
+    validated too; it and the fastest validated settings are timed again in a run of their own
+    (`search.finalist_indices`), and it is kept unless the fastest there beats it by `search.MARGIN`."""
     from .step_costs import measure_costs
 
     ranked = []
@@ -205,11 +204,17 @@ def tune_dynamic(name: str, target: Transformer, drafters: dict, prompts: Sequen
     candidates.append((None, tuple(FIXED_DYNAMIC.items())))
     measured = validate_dynamic(target, drafters, [(k, dict(s)) for k, s in dict.fromkeys(candidates)], cost_prompts,
                                 args.validate_tokens)
-    fixed = next(m for m in measured if m["vocab"] is None and dynamic_setting(m) == FIXED_DYNAMIC)
-    chosen = fastest_unless_close(measured, fixed)
-    for m in sorted(measured, key=lambda m: m["ms_per_token"]):
-        print(f"  {dynamic_text(m)} vocab {m['vocab'] or 'full'}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} "
-              f"ms/token, {m['speedup']:.2f}x plain")
+    fixed = next(i for i, m in enumerate(measured) if m["vocab"] is None and dynamic_setting(m) == FIXED_DYNAMIC)
+    final = finalist_indices(measured, fixed)
+    confirmed = validate_dynamic(target, drafters, [(measured[i]["vocab"], dynamic_setting(measured[i])) for i in final],
+                                 cost_prompts, args.validate_tokens)
+    chosen = fastest_unless_close(confirmed, confirmed[0])
+    for title, rows in (("validation", measured), ("the fixed setting and the fastest again, in a run of their own",
+                                                   confirmed)):
+        print(f"  {title}:")
+        for m in sorted(rows, key=lambda m: m["ms_per_token"]):
+            print(f"    {dynamic_text(m)} vocab {m['vocab'] or 'full'}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} "
+                  f"ms/token, {m['speedup']:.2f}x plain")
     stop = tune_dynamic_stop(target, drafters[chosen["vocab"]], stop_bases(measured, chosen), cost_prompts,
                              args.validate_tokens, args.depth)
     for title, rows in (("with a depth stop", stop["measured"]), ("the fastest again, in a run of their own",
@@ -220,5 +225,5 @@ def tune_dynamic(name: str, target: Transformer, drafters: dict, prompts: Sequen
                   f"{m['speedup']:.2f}x plain")
     predicted = next((r for r in ranked if r["vocab"] == chosen["vocab"] and dynamic_setting(r) == stop["base"]), None)
     return dict(stop["setting"], draft_vocab=chosen["vocab"], predicted_tau=predicted and predicted["tokens_per_pass"],
-                predicted_ms_per_token=predicted and predicted["ms_per_token"], measured=measured,
+                predicted_ms_per_token=predicted and predicted["ms_per_token"], measured=measured, confirmed=confirmed,
                 stop_measured=stop["measured"], stop_confirmed=stop["confirmed"], top=ranked[:args.top])

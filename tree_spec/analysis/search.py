@@ -32,6 +32,7 @@ THETAS = (0.1, 0.2, 0.3, 0.4, 0.5)  # confidence-stop thresholds tried for recur
 # caps on a confidence-stopped chain tried with every θ: a confident draft may run past the fixed chains' depth
 CONFIDENCE_KS = (4, 6, 8, 12)
 CONFIDENCE_DRAFTERS = ("eagle", "eagle3", "mtp")  # drafters that pay one call per draft depth
+FINALISTS = 4  # the fastest of a sweep timed again, apart, beside the setting kept by default, before the pick
 
 # the benchmark's fixed-shape rows per drafter (branching lists; [1] * k is a chain): validated beside the
 # search's best, and kept unless beaten by MARGIN. EAGLE-3's benchmark row is EAGLE-2's dynamic tree, not a shape.
@@ -139,10 +140,12 @@ def validate(
 def tune_confidence_stop(
     target: Transformer, drafter: Drafter, prompts: Sequence[Sequence[int]], new_tokens: int,
     ks: Sequence[int] = CONFIDENCE_KS, thetas: Sequence[float] = THETAS, rounds: int = 2, margin: float = MARGIN,
+    finalists: int = FINALISTS,
 ) -> dict:
     """Confidence-stopped chains, every cap k of `ks` with every θ of `thetas` (and the benchmark's default pair,
-    `CONFIDENCE_STOP`), against plain greedy (`interleaved_runs`) -> {k, min_path_prob, measured}: the fastest pair,
-    or the default when the fastest beats it by less than `margin`."""
+    `CONFIDENCE_STOP`), against plain greedy (`interleaved_runs`); then the default and the `finalists` fastest once
+    more, in a run of their own (`finalist_indices`) -> {k, min_path_prob, measured, confirmed}: the fastest pair of
+    that second run, or the default when the fastest beats it by less than `margin` (`choose_stop`)."""
     default = (CONFIDENCE_STOP["k"], CONFIDENCE_STOP["min_path_prob"])
     pairs = sorted({*itertools.product(ks, thetas), default})
     runs = [(f"confidence stop k={k} θ={theta}",
@@ -150,8 +153,19 @@ def tune_confidence_stop(
             for k, theta in pairs]
     measured = [dict(k=k, min_path_prob=theta, **m)
                 for (k, theta), m in zip(pairs, interleaved_runs(target, runs, prompts, new_tokens, rounds))]
-    k, theta = choose_stop(measured, default, margin)
-    return dict(k=k, min_path_prob=theta, measured=measured)
+    final = finalist_indices(measured, pairs.index(default), finalists)
+    confirmed = [dict(measured[i], **m)
+                 for i, m in zip(final, interleaved_runs(target, [runs[i] for i in final], prompts, new_tokens, rounds))]
+    k, theta = choose_stop(confirmed, default, margin)
+    return dict(k=k, min_path_prob=theta, measured=measured, confirmed=confirmed)
+
+
+def finalist_indices(measured: Sequence[dict], kept: int, finalists: int = FINALISTS) -> list[int]:
+    """Which rows of a sweep to time again, apart, before a pick: `kept` (the setting kept unless clearly beaten)
+    first, then the `finalists` fastest others. The fastest of dozens of noisy runs is partly the luckiest; timing
+    it and its few rivals again in a run of their own leaves that luck behind."""
+    others = sorted((i for i in range(len(measured)) if i != kept), key=lambda i: measured[i]["ms_per_token"])
+    return [kept, *others[:finalists]]
 
 
 def fastest_unless_close(measured: Sequence[dict], kept: dict, margin: float = MARGIN) -> dict:
@@ -169,11 +183,15 @@ def choose_stop(measured: list[dict], default: tuple[int, float], margin: float 
     return pick["k"], pick["min_path_prob"]
 
 
+def kept_shape(measured: Sequence[dict], fixed: Sequence[Sequence[int]]) -> dict:
+    """The validation row kept unless clearly beaten: the fastest benchmark fixed shape (full vocabulary), or the
+    fastest row when no fixed shape was measured."""
+    fixed_rows = [m for m in measured if m["vocab"] is None and list(m["branching"]) in [list(s) for s in fixed]]
+    return min(fixed_rows or measured, key=lambda m: m["ms_per_token"])
+
+
 def choose(measured: list[dict], fixed: Sequence[Sequence[int]], margin: float = MARGIN) -> dict:
     """The validation row to save: the fastest, unless it is not a benchmark fixed shape and beats the fastest
-    fixed shape (full vocabulary) by less than `margin`; then that fixed shape (a run-to-run difference is
-    not a better tree)."""
-    fixed_rows = [m for m in measured if m["vocab"] is None and list(m["branching"]) in [list(s) for s in fixed]]
-    if not fixed_rows:
-        return min(measured, key=lambda m: m["ms_per_token"])
-    return fastest_unless_close(measured, min(fixed_rows, key=lambda m: m["ms_per_token"]), margin)
+    fixed shape (full vocabulary, `kept_shape`) by less than `margin`; then that fixed shape (a run-to-run
+    difference is not a better tree)."""
+    return fastest_unless_close(measured, kept_shape(measured, fixed), margin)

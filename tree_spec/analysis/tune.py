@@ -15,8 +15,10 @@ a setting is not chosen on the text the benchmark then measures it on.
 3. Search (`search.rank_shapes`): every per-level branching list (widths <= `max_width`, depth <= D, nodes <=
    `max_nodes`) scored by predicted ms per token.
 4. Validation (default on): the best predicted shapes and the benchmark's fixed shapes run for real on other
-   held-out prompts (interleaved, twice, thread time); the fastest measured shape is saved, unless it beats
-   the benchmark's fixed shape by less than `search.MARGIN` (then the fixed shape is kept: the difference is noise).
+   held-out prompts (interleaved, twice, thread time); then the benchmark's fixed shape and the `search.FINALISTS`
+   fastest others run again in a run of their own (the fastest of many noisy runs is partly the luckiest), and the
+   fastest there is saved, unless it beats the fixed shape by less than `search.MARGIN` (then the fixed shape is
+   kept: the difference is noise).
    For head drafters the reduced draft vocabularies (`--vocab`, e.g. the 1024 most frequent target tokens,
    EAGLE-3's d2t idea) are candidates too; each one's coverage (the share of the target's greedy tokens on the
    validation prompts inside it, the ceiling on its per-position acceptance) is printed and saved. The small draft
@@ -24,13 +26,15 @@ a setting is not chosen on the text the benchmark then measures it on.
    prints the split), so fewer LM-head rows would save little time and lose acceptance.
 5. Confidence stop (recurrent heads: EAGLE-1, EAGLE-3, MTP; with validation): chains of up to k drafts that stop
    once the draft's path probability falls below θ (`speculative_generate(..., min_path_prob=θ)`) run for every
-   k of `search.CONFIDENCE_KS` with every θ of `search.THETAS` on the same prompts; the fastest pair is saved as
-   `confidence_stop`, unless it beats the default (`tuned.CONFIDENCE_STOP`) by less than `search.MARGIN`. The
-   benchmark's "confidence stop" rows read it.
+   k of `search.CONFIDENCE_KS` with every θ of `search.THETAS` on the same prompts, then the default
+   (`tuned.CONFIDENCE_STOP`) and the fastest again in a run of their own; the fastest pair there is saved as
+   `confidence_stop`, unless it beats the default by less than `search.MARGIN`. The benchmark's "confidence stop"
+   rows read it.
 6. EAGLE-2's dynamic tree (EAGLE-1 and EAGLE-3 heads; `dynamic_search.tune_dynamic`, alone with --dynamic-only):
    every (depth, width, total_tokens) scored from a profile of the whole candidate expansion and the cost terms;
    at the best predicted depths, the best setting of every width and draft vocabulary runs for real beside the
-   benchmark's fixed setting, which is kept unless beaten by `search.MARGIN`; saved as `dynamic`.
+   benchmark's fixed setting, finalists again apart, and the fixed setting is kept unless beaten by `search.MARGIN`;
+   then the depth stop is swept the same way; saved as `dynamic`.
 
 Output: `models/tuned/<drafter>.json` with drafter, form ("chain" or "tree"), branching, k (chains),
 draft_vocab (N or null), coverage, predicted_tau, predicted_ms_per_token, the measured validation rows, the profile,
@@ -56,7 +60,10 @@ from .curve import CostCurve, measure_target_costs
 from .dynamic_search import dynamic_text, tune_dynamic
 from .prompts import BENCH_PROMPTS, held_out_prompts, tuning_prompts
 from .ranks import measure_rank_profile
-from .search import ALSO_VALIDATED, CONFIDENCE_DRAFTERS, FIXED_SHAPES, choose, rank_shapes, shape_text, tune_confidence_stop, validate
+from .search import (
+    ALSO_VALIDATED, CONFIDENCE_DRAFTERS, FIXED_SHAPES, choose, finalist_indices, kept_shape, rank_shapes, shape_text,
+    tune_confidence_stop, validate,
+)
 from .step_costs import draft_call_breakdown, measure_costs
 from .tuned import DRAFTERS, DYNAMIC_DRAFTERS, HEAD_FOLDERS, TUNED_DIR, make_drafter, token_order, vocab_coverage
 
@@ -96,6 +103,7 @@ def tune_drafter(
     best_key, best_costs, best_rows = min(results, key=lambda kr: kr[2][0]["ms_per_token"])
     chosen = dict(vocab=best_key, branching=best_rows[0]["branching"])
     measured: list[dict] = []
+    confirmed: list[dict] = []
     if args.validate_prompts:
         candidates: list[tuple[int | None, list[int]]] = []
         for key, _, rows in results:
@@ -110,13 +118,26 @@ def tune_drafter(
             label = "full" if m["vocab"] is None else m["vocab"]
             print(f"  {shape_text(m['branching']):24s} vocab {str(label):>5s}: tau {m['tau']:.2f}, "
                   f"{m['ms_per_token']:.3f} ms/token, {m['speedup']:.2f}x plain")
-        best = choose(measured, FIXED_SHAPES.get(name, ()))
+        fixed = FIXED_SHAPES.get(name, ())
+        final = finalist_indices(measured, measured.index(kept_shape(measured, fixed)))
+        confirmed = validate(target, drafters, [(measured[i]["vocab"], measured[i]["branching"]) for i in final],
+                             cost_prompts, args.validate_tokens)
+        print("the kept shape and the fastest others again, in a run of their own:")
+        for m in sorted(confirmed, key=lambda m: m["ms_per_token"]):
+            label = "full" if m["vocab"] is None else m["vocab"]
+            print(f"  {shape_text(m['branching']):24s} vocab {str(label):>5s}: tau {m['tau']:.2f}, "
+                  f"{m['ms_per_token']:.3f} ms/token, {m['speedup']:.2f}x plain")
+        best = choose(confirmed, fixed)
         chosen = dict(vocab=best["vocab"], branching=best["branching"])
     confidence = None
     if args.validate_prompts and name in CONFIDENCE_DRAFTERS:
         confidence = tune_confidence_stop(target, drafters[chosen["vocab"]], cost_prompts, args.validate_tokens)
         print(f"\nconfidence stop (chains of up to k drafts, draft vocabulary {chosen['vocab'] or 'full'}):")
         for m in sorted(confidence["measured"], key=lambda m: m["ms_per_token"]):
+            print(f"  k = {m['k']:2d}, θ = {m['min_path_prob']:.1f}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} ms/token, "
+                  f"{m['speedup']:.2f}x plain")
+        print("  the default and the fastest again, in a run of their own:")
+        for m in sorted(confidence["confirmed"], key=lambda m: m["ms_per_token"]):
             print(f"  k = {m['k']:2d}, θ = {m['min_path_prob']:.1f}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} ms/token, "
                   f"{m['speedup']:.2f}x plain")
         print(f"  saved k = {confidence['k']}, θ = {confidence['min_path_prob']}")
@@ -127,7 +148,7 @@ def tune_drafter(
         drafter=name, target=model_name, form="chain" if all(w == 1 for w in row["branching"]) else "tree",
         branching=row["branching"], k=len(row["branching"]) if all(w == 1 for w in row["branching"]) else None,
         draft_vocab=key, coverage=coverage, predicted_tau=row["tokens_per_pass"], predicted_ms_per_token=row["ms_per_token"],
-        predicted_speedup=row["speedup"], measured=measured, confidence_stop=confidence,
+        predicted_speedup=row["speedup"], measured=measured, confirmed=confirmed, confidence_stop=confidence,
         top=[dict(vocab=k, **{x: r[x] for x in ("branching", "tokens_per_pass", "ms_per_token", "speedup")})
              for k, _, rs in results for r in rs[:args.top]],
         profile=profile.to_dict(), profile_table=profile.table(), costs={k: v for k, v in costs.to_dict().items() if k != "curve"},
