@@ -27,6 +27,7 @@ from .search import FINALISTS, THETAS, fastest_unless_close, finalist_indices, i
 from .step_costs import StepCosts
 from .tuned import FIXED_DYNAMIC, dynamic_setting
 
+
 @dataclass
 class DynamicProfile:
     """ranks[p][t][d - 1]: the ranks (1-based, among the candidates of levels <= d) of the target's path nodes at

@@ -114,32 +114,23 @@ def tune_drafter(
         measured = validate(target, drafters, [(k, list(s)) for k, s in candidates], cost_prompts, args.validate_tokens)
         print(f"\nvalidation on {len(cost_prompts)} other held-out prompts x {args.validate_tokens} tokens (thread time, "
               f"1 thread, all identical to plain greedy):")
-        for m in sorted(measured, key=lambda m: m["ms_per_token"]):
-            label = "full" if m["vocab"] is None else m["vocab"]
-            print(f"  {shape_text(m['branching']):24s} vocab {str(label):>5s}: tau {m['tau']:.2f}, "
-                  f"{m['ms_per_token']:.3f} ms/token, {m['speedup']:.2f}x plain")
+        print_runs(measured, lambda m: f"{shape_text(m['branching']):24s} vocab {str(m['vocab'] or 'full'):>5s}")
         fixed = FIXED_SHAPES.get(name, ())
         final = finalist_indices(measured, measured.index(kept_shape(measured, fixed)))
         confirmed = validate(target, drafters, [(measured[i]["vocab"], measured[i]["branching"]) for i in final],
                              cost_prompts, args.validate_tokens)
         print("the kept shape and the fastest others again, in a run of their own:")
-        for m in sorted(confirmed, key=lambda m: m["ms_per_token"]):
-            label = "full" if m["vocab"] is None else m["vocab"]
-            print(f"  {shape_text(m['branching']):24s} vocab {str(label):>5s}: tau {m['tau']:.2f}, "
-                  f"{m['ms_per_token']:.3f} ms/token, {m['speedup']:.2f}x plain")
+        print_runs(confirmed, lambda m: f"{shape_text(m['branching']):24s} vocab {str(m['vocab'] or 'full'):>5s}")
         best = choose(confirmed, fixed)
         chosen = dict(vocab=best["vocab"], branching=best["branching"])
     confidence = None
     if args.validate_prompts and name in CONFIDENCE_DRAFTERS:
         confidence = tune_confidence_stop(target, drafters[chosen["vocab"]], cost_prompts, args.validate_tokens)
         print(f"\nconfidence stop (chains of up to k drafts, draft vocabulary {chosen['vocab'] or 'full'}):")
-        for m in sorted(confidence["measured"], key=lambda m: m["ms_per_token"]):
-            print(f"  k = {m['k']:2d}, θ = {m['min_path_prob']:.1f}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} ms/token, "
-                  f"{m['speedup']:.2f}x plain")
-        print("  the default and the fastest again, in a run of their own:")
-        for m in sorted(confidence["confirmed"], key=lambda m: m["ms_per_token"]):
-            print(f"  k = {m['k']:2d}, θ = {m['min_path_prob']:.1f}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} ms/token, "
-                  f"{m['speedup']:.2f}x plain")
+        pair = lambda m: f"k = {m['k']:2d}, θ = {m['min_path_prob']:.1f}"  # noqa: E731
+        print_runs(confidence["measured"], pair)
+        print("the default and the fastest again, in a run of their own:")
+        print_runs(confidence["confirmed"], pair)
         print(f"  saved k = {confidence['k']}, θ = {confidence['min_path_prob']}")
     key, costs, rows = next(r for r in results if r[0] == chosen["vocab"])
     row = next(r for r in rows if r["branching"] == chosen["branching"])
@@ -155,6 +146,12 @@ def tune_drafter(
         cost_curve=curve.to_dict(), hardware=hardware_name(), torch_version=torch.__version__,
         seconds=time.perf_counter() - t0, command="python -m tree_spec.analysis.tune " + " ".join(sys.argv[1:]),
     )
+
+
+def print_runs(rows: Sequence[dict], label) -> None:
+    """One line per measured run, fastest first: label(row), then τ, ms per token and speedup over plain greedy."""
+    for m in sorted(rows, key=lambda m: m["ms_per_token"]):
+        print(f"  {label(m)}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} ms/token, {m['speedup']:.2f}x plain")
 
 
 def print_coverage(target: Transformer, prompts: Sequence[Sequence[int]], subsets: dict[int, torch.Tensor],
