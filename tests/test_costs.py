@@ -8,7 +8,7 @@ import torch
 from tests.spec_models import perturbed_copy, random_model
 from tree_spec import speculative_generate
 from tree_spec.analysis.curve import (
-    COSTS_DIR, CostCurve, forward_after, forward_times_after, measure_target_costs,
+    COSTS_DIR, CostCurve, ForwardTimer, forward_after, forward_times_after, measure_target_costs,
 )
 from tree_spec.analysis.profile import compare_profiles, matmul_split, profile_forward, profile_ops
 from tree_spec.analysis.timing import (
@@ -48,6 +48,18 @@ def test_measure_target_costs_on_a_real_forward_and_plot():
     fig = curve.plot()
     assert fig.axes and fig.axes[0].get_xlabel().startswith("new tokens")
     assert torch.get_num_threads() >= 1
+
+
+def test_forward_timer_averages_its_samples_by_median_or_mean():
+    timer = ForwardTimer(random_model(seed=3), [1, 4], context=8)
+    timer.sample(2)
+    assert [len(timer.times[n]) for n in (1, 4)] == [2, 2]  # the warm-up round is not kept
+    timer.times = {1: [1.0, 2.0, 9.0], 4: [3.0, 3.0, 6.0]}  # a skewed sample: one slow forward
+    median, mean = timer.curve(), timer.curve(average="mean")
+    assert median.ms_points == [2.0, 3.0] and median.method.endswith("median")
+    assert mean.ms_points == [4.0, 4.0] and mean.method.endswith("mean")
+    with pytest.raises(ValueError, match="median"):
+        timer.curve(average="mode")
 
 
 def test_forward_after_times_the_forward_only_after_each_call_of_before():

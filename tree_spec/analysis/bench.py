@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> dict:
         written = [t for tokens in run_bench(methods, prompts, new_tokens, args.temperature, args.seed, target, timer)
                    for t in tokens]
         vocabs = {len(v): v for m in methods if (v := getattr(m.drafter, "draft_vocab", None)) is not None}
-        curve = timer.curve(str(args.target))
+        # the mean: the reconciliation predicts total time, the sum of many forwards (`ForwardTimer.curve`)
+        curve = timer.curve(str(args.target), average="mean")
         result = dict(
             target=str(args.target), draft=str(args.draft), temperature=args.temperature, prompts=n_prompts,
             new_tokens=new_tokens, machine=machine(target.device), device=str(target.device),

@@ -17,14 +17,17 @@ from .speedup import tau_from_alpha_at_depth
 from .timing import time_split
 
 TOLERANCE = 0.15  # predicted vs measured ms/token
+# curve rounds after each prompt: one forward on a shared CPU varies by a factor of two (5.3 to 11.8 ms for the
+# decode step in one run), so the curve's mean needs more samples than one per prompt to settle within a few percent
+CURVE_ROUNDS = 3
 
 
 def run_bench(methods: list[Method], prompts: list[list[int]], new_tokens: int, temperature: float, seed: int,
               target: Transformer, timer: ForwardTimer | None = None) -> list[list[int]]:
     """Run every method on every prompt, interleaved; accumulate each method's counters and time breakdown
     (prefill, verify forwards, drafter work; thread CPU time, or synchronized wall time when the target is on
-    CUDA) in place. After each prompt, `timer` samples the target's cost curve once more, so the curve is
-    measured under the same conditions as the runs. Returns the first method's (plain decoding's) new tokens
+    CUDA) in place. After each prompt, `timer` samples the target's cost curve `CURVE_ROUNDS` times more, so the
+    curve is measured under the same conditions as the runs. Returns the first method's (plain decoding's) new tokens
     per prompt."""
     for method in methods:  # warm-up: lazy imports, allocator, first-call overheads
         method.run(prompts[0][:16], 4, temperature, seed, NO_TRACE)
@@ -49,7 +52,7 @@ def run_bench(methods: list[Method], prompts: list[list[int]], new_tokens: int, 
             bar.update(1)
         if timer is not None:  # untimed forwards first: the methods' runs left the CPU caches cold
             timer.warm()
-            timer.sample(1)
+            timer.sample(CURVE_ROUNDS)
         references.append(reference)
         if bar.disable:  # no terminal (a background run with a log): one line per prompt instead
             print(f"prompt {i + 1}/{len(prompts)} done, {time.perf_counter() - wall_start:.0f} s", flush=True)

@@ -33,9 +33,9 @@ COSTS_DIR = MODELS_DIR / "costs"
 class CostCurve:
     """Measured cost of one target forward over n new tokens, at a fixed cached context.
 
-    new_tokens / ms_points: the measured points (median ms per forward). `ms(n)` interpolates them
-    piecewise-linearly and, beyond the last point, follows the least-squares line a + b·n fitted to the
-    points with n >= 2 (the 1-token decode step sits off that line: `profile.compare_profiles` shows why).
+    new_tokens / ms_points: the measured points (median or mean ms per forward, `method` says which). `ms(n)`
+    interpolates them piecewise-linearly and, beyond the last point, follows the least-squares line a + b·n fitted
+    to the points with n >= 2 (the 1-token decode step sits off that line: `profile.compare_profiles` shows why).
     """
 
     new_tokens: list[int]
@@ -130,7 +130,7 @@ class CostCurve:
         else:
             fig = ax.figure
         xs = self.new_tokens
-        ax.plot(xs, self.ms_points, "o-", label="measured (median)")
+        ax.plot(xs, self.ms_points, "o-", label=f"measured ({self.method.rpartition(', ')[2]})")
         grid = [0, xs[-1] * 1.1]
         ax.plot(grid, [self.intercept_ms + self.slope_ms * g for g in grid], "--", color="gray",
                 label=f"fit n>=2: {self.intercept_ms:.2f} + {self.slope_ms:.3f}·n ms")
@@ -154,7 +154,7 @@ def random_ids(target: Transformer, n: int, seed: int = 0) -> torch.Tensor:
 
 class ForwardTimer:
     """Times target forwards over n new tokens after `context` cached tokens; samples accumulate across
-    `sample()` calls (so a benchmark can interleave them with its runs), `curve()` takes the medians.
+    `sample()` calls (so a benchmark can interleave them with its runs), `curve()` averages them.
 
     One torch thread must be set by the caller (see `one_thread`). tree_shaped: pass an explicit [n, n]
     (chain-shaped, i.e. causal) mask and positions, as a tree verify does; otherwise the default causal path.
@@ -204,16 +204,21 @@ class ForwardTimer:
                     self.times[n].append(ms)
         self.cache.truncate(context)
 
-    def curve(self, model_name: str = "") -> CostCurve:
-        """The medians of every sample so far."""
+    def curve(self, model_name: str = "", average: str = "median") -> CostCurve:
+        """Every sample so far, averaged per n by `average`: "median" (robust to a slow spell) or "mean" (what a
+        prediction of total time needs: single forwards on a shared CPU are skewed towards slow ones, so their
+        median reads below the mean a loop of many forwards pays)."""
+        if average not in ("median", "mean"):
+            raise ValueError(f"average must be 'median' or 'mean', got {average!r}")
         cuda = self.target.device.type == "cuda"
         return CostCurve(
-            new_tokens=self.new_tokens, ms_points=[statistics.median(self.times[n]) for n in self.new_tokens],
+            new_tokens=self.new_tokens,
+            ms_points=[getattr(statistics, average)(self.times[n]) for n in self.new_tokens],
             context=self.context, model=model_name, hardware=hardware_name(self.target.device),
             torch_version=torch.__version__,
             threads=torch.get_num_threads(), repeats=min(len(v) for v in self.times.values()),
             tree_mask=self.tree_shaped,
-            method="CUDA wall time with synchronize, median" if cuda else "thread CPU time, median",
+            method=f"CUDA wall time with synchronize, {average}" if cuda else f"thread CPU time, {average}",
         )
 
 
