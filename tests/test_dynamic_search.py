@@ -87,10 +87,8 @@ def test_saved_dynamic_setting_runs_identically(name):
         assert dynamic_setting(saved["stop_confirmed"][0]) == dynamic_setting(chosen)  # the stop's sweep starts there
         assert saved["draft_vocab"] == chosen["vocab"]
     if "stop_confirmed" in saved:  # the depth stop was tuned: the saved pick follows the rule from its finalists' run
-        from tree_spec.analysis.search import MARGIN
-
-        no_stop, best = saved["stop_confirmed"][0], min(saved["stop_confirmed"], key=lambda m: m["ms_per_token"])
-        pick = best if best["ms_per_token"] < (1 - MARGIN) * no_stop["ms_per_token"] else no_stop
+        no_stop = saved["stop_confirmed"][0]
+        pick = fastest_unless_close(saved["stop_confirmed"], no_stop)
         keys = ("depth", "width", "total_tokens", "min_path_prob")
         assert no_stop["min_path_prob"] == 0.0 and [saved[k] for k in keys] == [pick[k] for k in keys]
     p = list(range(40, 72))

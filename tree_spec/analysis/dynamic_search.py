@@ -23,7 +23,7 @@ from ..decoding.dynamic import dynamic_tree_speculative_generate
 from ..decoding.loop import target_forward
 from ..drafters.base import Drafter
 from .ranks import start_walk
-from .search import FINALISTS, THETAS, fastest_unless_close, finalist_indices, interleaved_runs
+from .search import FINALISTS, THETAS, fastest_unless_close, finalist_indices, interleaved_runs, print_runs
 from .step_costs import StepCosts
 from .tuned import FIXED_DYNAMIC, dynamic_setting
 
@@ -161,12 +161,11 @@ def tune_dynamic_stop(target: Transformer, drafter: Drafter, bases: Sequence[dic
     """EAGLE-2's settings `bases` ({depth, width, total_tokens}; the first the one kept without a stop) with
     Dynamic Depth Decoding's stop (`DynamicShape.min_path_prob`): each base under two depth caps (its depth and
     `max_depth`) with every θ of `thetas`, and the first base without a stop, against plain greedy
-    (`interleaved_runs`); then the `finalists` fastest and the first base without a stop once more, in a run of
-    their own -> {setting, base, measured, confirmed}: `setting` the fastest of that second run ({depth, width,
-    total_tokens, min_path_prob}), or the first base without a stop (θ = 0) when the fastest beats it by less than
-    `search.MARGIN`; `base` the base it came from. The fastest of dozens of noisy runs is partly the luckiest:
-    timing its few rivals again, apart, leaves the luck behind. A stop drafts fewer levels when the draft is unsure,
-    so it may pay to allow deeper trees when it is sure."""
+    (`interleaved_runs`); then the first base without a stop and the `finalists` fastest once more, in a run of
+    their own (`search.finalist_indices`) -> {setting, base, measured, confirmed}: `setting` the fastest of that
+    second run ({depth, width, total_tokens, min_path_prob}), or the first base without a stop (θ = 0) when the
+    fastest beats it by less than `search.MARGIN`; `base` the base it came from. A stop drafts fewer levels when the
+    draft is unsure, so it may pay to allow deeper trees when it is sure."""
     tried = [(bases[0], dict(bases[0], min_path_prob=0.0))]
     tried += [(base, dict(base, depth=d, min_path_prob=t))
               for base in bases for d in sorted({base["depth"], max_depth}) for t in thetas]
@@ -213,17 +212,13 @@ def tune_dynamic(name: str, target: Transformer, drafters: dict, prompts: Sequen
     for title, rows in (("validation", measured), ("the fixed setting and the fastest again, in a run of their own",
                                                    confirmed)):
         print(f"  {title}:")
-        for m in sorted(rows, key=lambda m: m["ms_per_token"]):
-            print(f"    {dynamic_text(m)} vocab {m['vocab'] or 'full'}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} "
-                  f"ms/token, {m['speedup']:.2f}x plain")
+        print_runs(rows, lambda m: f"  {dynamic_text(m)} vocab {m['vocab'] or 'full'}")
     stop = tune_dynamic_stop(target, drafters[chosen["vocab"]], stop_bases(measured, chosen), cost_prompts,
                              args.validate_tokens, args.depth)
     for title, rows in (("with a depth stop", stop["measured"]), ("the fastest again, in a run of their own",
                                                                    stop["confirmed"])):
         print(f"  {title} (vocab {chosen['vocab'] or 'full'}):")
-        for m in sorted(rows, key=lambda m: m["ms_per_token"]):
-            print(f"    {dynamic_text(m)}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} ms/token, "
-                  f"{m['speedup']:.2f}x plain")
+        print_runs(rows, lambda m: f"  {dynamic_text(m)}")
     predicted = next((r for r in ranked if r["vocab"] == chosen["vocab"] and dynamic_setting(r) == stop["base"]), None)
     return dict(stop["setting"], draft_vocab=chosen["vocab"], predicted_tau=predicted and predicted["tokens_per_pass"],
                 predicted_ms_per_token=predicted and predicted["ms_per_token"], measured=measured, confirmed=confirmed,

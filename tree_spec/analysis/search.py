@@ -168,6 +168,12 @@ def finalist_indices(measured: Sequence[dict], kept: int, finalists: int = FINAL
     return [kept, *others[:finalists]]
 
 
+def print_runs(rows: Sequence[dict], label: Callable[[dict], str]) -> None:
+    """One line per measured run, fastest first: label(row), then τ, ms per token and speedup over plain greedy."""
+    for m in sorted(rows, key=lambda m: m["ms_per_token"]):
+        print(f"  {label(m)}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} ms/token, {m['speedup']:.2f}x plain")
+
+
 def fastest_unless_close(measured: Sequence[dict], kept: dict, margin: float = MARGIN) -> dict:
     """The fastest of the `measured` rows, unless it beats `kept` (one of them: the default, the fixed setting) by
     less than `margin`; then `kept` (a run-to-run difference is not a better setting)."""

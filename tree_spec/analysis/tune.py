@@ -61,8 +61,8 @@ from .dynamic_search import dynamic_text, tune_dynamic
 from .prompts import BENCH_PROMPTS, held_out_prompts, tuning_prompts
 from .ranks import measure_rank_profile
 from .search import (
-    ALSO_VALIDATED, CONFIDENCE_DRAFTERS, FIXED_SHAPES, choose, finalist_indices, kept_shape, rank_shapes, shape_text,
-    tune_confidence_stop, validate,
+    ALSO_VALIDATED, CONFIDENCE_DRAFTERS, FIXED_SHAPES, choose, finalist_indices, kept_shape, print_runs, rank_shapes,
+    shape_text, tune_confidence_stop, validate,
 )
 from .step_costs import draft_call_breakdown, measure_costs
 from .tuned import DRAFTERS, DYNAMIC_DRAFTERS, HEAD_FOLDERS, TUNED_DIR, make_drafter, token_order, vocab_coverage
@@ -114,13 +114,14 @@ def tune_drafter(
         measured = validate(target, drafters, [(k, list(s)) for k, s in candidates], cost_prompts, args.validate_tokens)
         print(f"\nvalidation on {len(cost_prompts)} other held-out prompts x {args.validate_tokens} tokens (thread time, "
               f"1 thread, all identical to plain greedy):")
-        print_runs(measured, lambda m: f"{shape_text(m['branching']):24s} vocab {str(m['vocab'] or 'full'):>5s}")
+        shape = lambda m: f"{shape_text(m['branching']):24s} vocab {str(m['vocab'] or 'full'):>5s}"  # noqa: E731
+        print_runs(measured, shape)
         fixed = FIXED_SHAPES.get(name, ())
         final = finalist_indices(measured, measured.index(kept_shape(measured, fixed)))
         confirmed = validate(target, drafters, [(measured[i]["vocab"], measured[i]["branching"]) for i in final],
                              cost_prompts, args.validate_tokens)
         print("the kept shape and the fastest others again, in a run of their own:")
-        print_runs(confirmed, lambda m: f"{shape_text(m['branching']):24s} vocab {str(m['vocab'] or 'full'):>5s}")
+        print_runs(confirmed, shape)
         best = choose(confirmed, fixed)
         chosen = dict(vocab=best["vocab"], branching=best["branching"])
     confidence = None
@@ -146,12 +147,6 @@ def tune_drafter(
         cost_curve=curve.to_dict(), hardware=hardware_name(), torch_version=torch.__version__,
         seconds=time.perf_counter() - t0, command="python -m tree_spec.analysis.tune " + " ".join(sys.argv[1:]),
     )
-
-
-def print_runs(rows: Sequence[dict], label) -> None:
-    """One line per measured run, fastest first: label(row), then τ, ms per token and speedup over plain greedy."""
-    for m in sorted(rows, key=lambda m: m["ms_per_token"]):
-        print(f"  {label(m)}: tau {m['tau']:.2f}, {m['ms_per_token']:.3f} ms/token, {m['speedup']:.2f}x plain")
 
 
 def print_coverage(target: Transformer, prompts: Sequence[Sequence[int]], subsets: dict[int, torch.Tensor],
