@@ -1,7 +1,7 @@
 """The model's linear layers: one BLAS call for a row, a prepacked oneDNN matmul for several rows on the CPU.
 
-A decode step multiplies one row by each weight, and the BLAS path (`F.linear` on the column-major weights that
-`from_pretrained` stores) is the fastest there. A verify pass multiplies a few rows (3 to a few dozen tokens),
+A decode step multiplies one row by each weight, and the BLAS path (`F.linear` on the layout that `from_pretrained`
+stores, `model.gemv_layout`) is the fastest there. A verify pass multiplies a few rows (3 to a few dozen tokens),
 and there the BLAS path re-packs the weight into its blocked layout on every call. oneDNN can keep a copy of the
 weight in its own blocked layout, packed once (as PyTorch's CPU compiler and IPEX do for linear layers): on the
 AMD EPYC this course was measured on it multiplies 3-25 rows 20-45 % faster per matrix, one row about 20 % slower,

@@ -86,6 +86,21 @@ def test_bf16_runs_and_stays_close_to_fp32(tiny_checkpoint):
     assert generate(bf16, ids, 8).shape == (1, 8)
 
 
+def test_cpu_weights_keep_their_longer_axis_contiguous_and_the_checkpoint_values(tiny_checkpoint):
+    """`gemv_layout`: a matrix with more outputs than inputs is stored column-major (W^T contiguous), any other
+    row-major; the values and the names written back are the checkpoint's."""
+    model = Transformer.from_pretrained(tiny_checkpoint)
+    saved = load_file(str(tiny_checkpoint / "model.safetensors"))
+    matrices = {name: p for name, p in model.named_parameters() if p.ndim == 2}
+    layouts = {("column" if p.t().is_contiguous() and not p.is_contiguous() else "row") for p in matrices.values()}
+    assert layouts == {"column", "row"}  # the tiny config has both shapes: gate/up (more outputs), down (more inputs)
+    for name, p in matrices.items():
+        longer_axis = 0 if p.shape[0] > p.shape[1] else 1
+        assert p.stride(longer_axis) == 1, f"{name} {tuple(p.shape)} has strides {p.stride()}"
+    for name, tensor in model.hf_state_dict().items():
+        assert torch.equal(tensor, saved[name]) and tensor.is_contiguous(), name
+
+
 def test_no_hidden_cpu_tensors_on_the_meta_device(tiny_checkpoint):
     """Run the whole forward on the 'meta' device: any tensor created on the CPU would raise."""
     model = Transformer.from_pretrained(tiny_checkpoint, device="meta")

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from mini_llm import Config, KVCache, Transformer
-from mini_llm.model import column_major, rope_cos_sin
+from mini_llm.model import gemv_layout, rope_cos_sin
 
 from .base import Drafter, _common_prefix
 from ..core.contracts import TargetFeatures
@@ -55,7 +55,7 @@ class _FeatureDrafter(Drafter):
             raise ValueError(f"draft_vocab must be non-empty token ids in [0, {self.vocab_size})")
         t = self.target
         weight = t.embed_tokens.weight if t.cfg.tie_word_embeddings else t.lm_head.weight
-        self.draft_vocab, self._vocab_weight = ids, column_major(weight[ids])
+        self.draft_vocab, self._vocab_weight = ids, gemv_layout(weight[ids])
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Head outputs [n, C] -> draft logits [n, V]: the target's final norm + LM head (only the draft

@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from mini_llm import Transformer
-from mini_llm.model import column_major
+from mini_llm.model import gemv_layout
 
 from .base import Drafter
 from .features import HeadDrafter, MedusaDrafter
@@ -48,7 +48,7 @@ def load_head_module(folder: str | Path, target: Transformer) -> torch.nn.Module
     head.load_state_dict(state)
     head = head.to(device=target.device, dtype=target.dtype).eval()
     if target.device.type == "cpu":  # as the target's weights: faster for the few rows a draft call feeds
-        head.load_state_dict({k: column_major(p.detach()) for k, p in head.named_parameters()}, assign=True)
+        head.load_state_dict({k: gemv_layout(p.detach()) for k, p in head.named_parameters()}, assign=True)
     return head
 
 
