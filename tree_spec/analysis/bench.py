@@ -50,7 +50,7 @@ from .bench_report import machine, markdown, plot
 from .bench_run import run_bench, summarize
 from .clocks import clock_name
 from .curve import DEFAULT_NEW_TOKENS, ForwardTimer
-from .prompts import BENCH_PROMPTS, held_out_prompts
+from .prompts import BENCH_NEW_TOKENS, BENCH_PROMPTS, held_out_prompts
 from .tuned import TUNED_DIR, vocab_coverage
 
 
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--heads", default=str(MODELS_DIR / "heads"), help="folder with <kind>/ head folders")
     p.add_argument("--tuned", default=str(TUNED_DIR), help="folder of tuned shapes ('none' to skip)")
     p.add_argument("--prompts", type=int, default=BENCH_PROMPTS)
-    p.add_argument("--new-tokens", type=int, default=128)
+    p.add_argument("--new-tokens", type=int, default=BENCH_NEW_TOKENS)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: thread CPU time = all work)")

@@ -7,6 +7,7 @@ from mini_llm.corpus import build_corpus, read_texts
 
 
 BENCH_PROMPTS = 16  # the benchmark's held-out prompts: `held_out_prompts(tokenizer, BENCH_PROMPTS)`
+BENCH_NEW_TOKENS = 128  # the benchmark's new tokens per prompt; the tuner validates settings on as many
 
 
 def held_out_prompts(tokenizer, n: int = BENCH_PROMPTS, chars: int = 600, avoid: int = 0) -> list[list[int]]:

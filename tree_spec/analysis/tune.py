@@ -58,7 +58,7 @@ from mini_llm.load import MODELS_DIR, resolve_model_path
 from .clocks import hardware_name, one_thread
 from .curve import CostCurve, measure_target_costs
 from .dynamic_search import dynamic_text, tune_dynamic
-from .prompts import BENCH_PROMPTS, held_out_prompts, tuning_prompts
+from .prompts import BENCH_NEW_TOKENS, BENCH_PROMPTS, held_out_prompts, tuning_prompts
 from .ranks import measure_rank_profile
 from .search import (
     ALSO_VALIDATED, CONFIDENCE_DRAFTERS, FIXED_SHAPES, choose, finalist_indices, kept_shape, print_runs, rank_shapes,
@@ -214,7 +214,9 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     p.add_argument("--validate-prompts", type=int, default=8,
                    help="held-out prompts per validation run (fewer let run-to-run noise decide); "
                         "0: save the best predicted shape unvalidated")
-    p.add_argument("--validate-tokens", type=int, default=96)
+    p.add_argument("--validate-tokens", type=int, default=BENCH_NEW_TOKENS,
+                   help="new tokens per validation prompt (default: the benchmark's, so a setting is chosen at the length "
+                        "it is benchmarked at)")
     p.add_argument("--validate-top", type=int, default=3)
     p.add_argument("--top", type=int, default=8)
     p.add_argument("--curve", default=None, help="cost-curve JSON (default: measure it now, in this process)")
