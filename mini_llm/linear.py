@@ -1,7 +1,7 @@
 """The model's linear layers: one BLAS call for a row, a prepacked oneDNN matmul for several rows on the CPU.
 
 A decode step multiplies one row by each weight, and the BLAS path (`F.linear` on the layout that `from_pretrained`
-stores, `model.gemv_layout`) is the fastest there. A verify pass multiplies a few rows (3 to a few dozen tokens),
+stores, `gemv_layout`) is the fastest there. A verify pass multiplies a few rows (3 to a few dozen tokens),
 and there the BLAS path re-packs the weight into its blocked layout on every call. oneDNN can keep a copy of the
 weight in its own blocked layout, packed once (as PyTorch's CPU compiler and IPEX do for linear layers): on the
 AMD EPYC this course was measured on it multiplies 3-25 rows 20-45 % faster per matrix, one row about 20 % slower,
@@ -59,3 +59,20 @@ class Linear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return linear(x, self.weight, self.bias, self.packed)
+
+
+def gemv_layout(weight: torch.Tensor) -> torch.Tensor:
+    """The same [out, in] matrix stored with its longer axis contiguous; other tensors unchanged.
+
+    `F.linear(x, W)` computes x @ W^T. For one or two rows (a decode step; `mini_llm.linear` gives three or more a
+    packed copy) the CPU BLAS runs a matrix-vector product, fastest when it streams long contiguous runs of W:
+    W^T contiguous (column-major) when W has more outputs than inputs (q/k/v, gate/up, the LM head), the
+    checkpoint's row-major W when it has more inputs than outputs (the MLP's down projection) or as many. On the
+    AMD EPYC this course was last measured on, the other layout took 1.3 to 2 times as long for the rectangular
+    shapes (about as long for a square one), and the down projection alone row-major instead of column-major made a
+    decode step 4-9 % faster. Values, shapes and names are those of the checkpoint; `hf_state_dict` writes them back
+    row-major.
+    """
+    if weight.ndim == 2 and weight.shape[0] > weight.shape[1]:
+        return weight.t().contiguous().t()
+    return weight.contiguous()

@@ -20,7 +20,7 @@ from torch import nn
 
 from .cache import KVCache, FixedShapeCache, attention_mask
 from .config import Config
-from .linear import Linear, PackedCopy, linear
+from .linear import Linear, PackedCopy, gemv_layout, linear
 
 
 class RMSNorm(nn.Module):
@@ -374,22 +374,6 @@ class Transformer(nn.Module):
         if torch.device(device).type == "cpu":  # after fusing (torch.cat returns row-major matrices)
             model.load_state_dict({k: gemv_layout(p.detach()) for k, p in model.named_parameters()}, assign=True)
         return model.eval()
-
-
-def gemv_layout(weight: torch.Tensor) -> torch.Tensor:
-    """The same [out, in] matrix stored with its longer axis contiguous; other tensors unchanged.
-
-    `F.linear(x, W)` computes x @ W^T. For one or two rows (a decode step; `mini_llm.linear` gives three or more a
-    packed copy) the CPU BLAS runs a matrix-vector product, fastest when it streams long contiguous runs of W:
-    W^T contiguous (column-major) when W has more outputs than inputs (q/k/v, gate/up, the LM head), the
-    checkpoint's row-major W when it has more inputs than outputs (the MLP's down projection) or as many. On the
-    AMD EPYC this course was last measured on, the other layout took 1.3 to 2 times as long for these shapes, and
-    the down projection alone row-major instead of column-major made a decode step 4-9 % faster. Values, shapes and
-    names are those of the checkpoint; `hf_state_dict` writes them back row-major.
-    """
-    if weight.ndim == 2 and weight.shape[0] > weight.shape[1]:
-        return weight.t().contiguous().t()
-    return weight.contiguous()
 
 
 def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:

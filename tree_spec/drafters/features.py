@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 
 from mini_llm import Config, KVCache, Transformer
-from mini_llm.model import gemv_layout, rope_cos_sin
+from mini_llm.linear import gemv_layout
+from mini_llm.model import rope_cos_sin
 
 from .base import Drafter, _common_prefix
 from ..core.contracts import TargetFeatures

@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from mini_llm import Transformer
-from mini_llm.model import gemv_layout
+from mini_llm.linear import gemv_layout
 
 from .base import Drafter
 from .features import HeadDrafter, MedusaDrafter
