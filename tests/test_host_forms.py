@@ -7,7 +7,7 @@ import torch
 
 from mini_llm import KVCache
 from tree_spec.core.contracts import TargetFeatures
-from tree_spec.core.accept import accepted_path, deepest_accepted, tree_accepted_nodes
+from tree_spec.core.accept import accepted_path, deepest_accepted, host_argmax, tree_accepted_nodes
 from tree_spec.core.growth import rerank, rerank_list, top_children
 from tree_spec.core.topology import depths, tree_mask
 from tests.spec_models import random_model
@@ -38,6 +38,17 @@ def test_accepted_path_on_a_chain_stops_at_the_first_disagreement() -> None:
     assert accepted_path(tokens, parents, [1, 2, 9, 4, 5]) == [0, 1, 2]
     assert accepted_path(tokens, parents, [1, 2, 3, 4, 5]) == [0, 1, 2, 3, 4]
     assert accepted_path(tokens, parents, [0, 2, 3, 4, 5]) == [0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_host_argmax_equals_torch_argmax_with_ties(dtype: torch.dtype) -> None:
+    """numpy's argmax (CPU fp32/fp64/fp16) and torch's (elsewhere) pick the same token, the first on ties."""
+    logits = torch.randn(7, 300, generator=torch.Generator().manual_seed(0)).round(decimals=1).to(dtype)
+    logits[2] = 1.0                                             # a row of ties: index 0
+    logits[3, [5, 17, 200]] = 50.0                              # three tied maxima: index 5
+    assert host_argmax(logits) == logits.argmax(-1).tolist()
+    assert host_argmax(logits)[2:4] == [0, 5]
+    assert host_argmax(logits[:, ::2]) == logits[:, ::2].argmax(-1).tolist()  # a strided view
 
 
 def test_rerank_list_equals_rerank_with_ties() -> None:

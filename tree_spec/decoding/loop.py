@@ -16,7 +16,7 @@ import torch
 
 from mini_llm import KVCache, Transformer, sample_next
 
-from ..core.accept import accepted_path
+from ..core.accept import accepted_path, host_argmax
 from ..core.contracts import (
     GREEDY, NO_TRACE, Branching, DraftRequest, DynamicShape, Proposer, SamplingParams, StepResult, TargetFeatures,
     Trace,
@@ -91,7 +91,7 @@ def verify(
         logits, feats = target_forward(target, drafter, ids, cache, pos, shape.mask)   # [n, V]
     drafter.observe_verify(tree.tokens, tree.parents, logits)
     if sampling.greedy:
-        predicted = logits.argmax(-1).tolist()
+        predicted = host_argmax(logits)
         path = accepted_path(tree.tokens, tree.parents, predicted)
         next_token = predicted[path[-1]]
     elif shape.chain:

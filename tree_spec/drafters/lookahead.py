@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..core.accept import accept_greedy
+from ..core.accept import accepted_path, host_argmax
 from ..core.contracts import DraftRequest, TargetFeatures
 from ..core.growth import DraftTree
 
@@ -88,13 +88,13 @@ class LookaheadDrafter:
         """
         if not self._chain:
             return
-        predicted = target_logits.argmax(-1).tolist()
+        predicted = host_argmax(target_logits)
         window = [predicted[0]] + [predicted[i] for i in self._chain]  # guesses for root+1, root+2, ...
         for j, node in enumerate(self._chain):
             continuation = tuple(window[j + 1: j + self.ngram])
             if len(continuation) == self.ngram - 1:
                 self._remember(tokens[node], continuation)
-        n_accepted = len(accept_greedy(tokens, parents, target_logits)) - 1
+        n_accepted = len(accepted_path(tokens, parents, predicted)) - 1
         self.guesses = window[n_accepted + 1:]  # the next root is the target's token after the accepted drafts
         self._chain = []
 
