@@ -64,10 +64,12 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return (x32 * cos + torch.cat((-x2, x1), dim=-1) * sin).to(x.dtype)
 
 
-def sdpa_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def sdpa_mask(mask: torch.Tensor, groups: int, dtype: torch.dtype) -> torch.Tensor:
     """bool mask [T, S] or per row [B, T, S] (True = may attend) -> the additive mask (0 or -inf) that
-    attention reads, broadcast over the heads: [T, S] or [B, 1, T, S]."""
+    attention reads with its G = `groups` query heads per KV head folded into the query axis:
+    [G*T, S] or [B, 1, G*T, S]."""
     additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+    additive = additive.repeat(*([1] * (mask.ndim - 2)), groups, 1)
     return additive[:, None] if additive.ndim == 3 else additive
 
 
@@ -176,12 +178,14 @@ class Attention(nn.Module):
         k, v = k.transpose(1, 2), v.transpose(1, 2)
         if cache is not None:
             k, v = cache.write(self.layer_idx, k, v)
+        # Fold the G query heads that share one KV head into the query axis: [B, n_kv, G*T, D].
+        # Keys and values are read once per KV head, never copied G times.
+        groups = self.n_heads // self.n_kv
+        q = q.view(B, T, self.n_kv, groups, self.head_dim).permute(0, 2, 3, 1, 4).reshape(B, self.n_kv, groups * T, self.head_dim)
         if attn_mask is not None and attn_mask.dtype == torch.bool:
-            attn_mask = sdpa_mask(attn_mask, q.dtype)
-        # GQA: query head h reads KV head h // (n_heads / n_kv); enable_gqa maps the heads inside the kernel,
-        # so keys and values are read once per KV head, never copied.
-        out = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, attn_mask=attn_mask, enable_gqa=True)
-        out = out.transpose(1, 2).reshape(B, T, -1)
+            attn_mask = sdpa_mask(attn_mask, groups, q.dtype)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        out = out.view(B, self.n_kv, groups, T, self.head_dim).permute(0, 3, 1, 2, 4).reshape(B, T, -1)
         return self.o_proj(out)
 
 
@@ -299,7 +303,7 @@ class Transformer(nn.Module):
         else:
             attn_mask = attention_mask(T, [0] * B, mask, ids.device)
         if attn_mask is not None:
-            attn_mask = sdpa_mask(attn_mask, self.dtype)
+            attn_mask = sdpa_mask(attn_mask, self.cfg.num_attention_heads // self.cfg.num_key_value_heads, self.dtype)
         cos_table, sin_table = self.rope_tables()
         cos, sin = cos_table[positions].unsqueeze(-2), sin_table[positions].unsqueeze(-2)  # [(B,) T, 1, D]
 

@@ -1,8 +1,8 @@
 """Per-op profiles of the target's forward: which aten ops a forward runs and what each costs.
 
 What `compare_profiles` shows on the embedded target (tiny-qwen3, CPU, fp32, context 128): some work exists only
-when T > 1: the [T, S] attention mask is built (`ones` + `tril`), turned into its additive form, and
-scaled_dot_product_attention runs with it in each layer. That part is small (a few tenths of a
+when T > 1: the [T, S] attention mask is built (`ones` + `tril`), turned into its additive form and `repeat`ed for
+the query groups, and scaled_dot_product_attention runs with it in each layer. That part is small (a few tenths of a
 ms). How much the matrix products (`linear`) grow from 1 to 2 rows depends on the machine's BLAS: about the same on
 an Intel machine (2026-11-30), +25 to +65 % from run to run on an AMD EPYC (2026-12-01), where it is the largest
 change. Run `compare_profiles(target)` to print the numbers on your machine.
