@@ -179,7 +179,8 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.write(self.layer_idx, k, v)
         # Fold the G query heads that share one KV head into the query axis: [B, n_kv, G*T, D].
-        # Keys and values are read once per KV head, never copied G times.
+        # Keys and values are read once per KV head, never copied G times. (SDPA's enable_gqa=True would skip the
+        # two reshapes, but on CUDA only its flash and math kernels take it: a masked pass would copy K/V G times.)
         groups = self.n_heads // self.n_kv
         q = q.view(B, T, self.n_kv, groups, self.head_dim).permute(0, 2, 3, 1, 4).reshape(B, self.n_kv, groups * T, self.head_dim)
         if attn_mask is not None and attn_mask.dtype == torch.bool:
