@@ -49,6 +49,7 @@ def test_host_argmax_equals_torch_argmax_with_ties(dtype: torch.dtype) -> None:
     assert host_argmax(logits) == logits.argmax(-1).tolist()
     assert host_argmax(logits)[2:4] == [0, 5]
     assert host_argmax(logits[:, ::2]) == logits[:, ::2].argmax(-1).tolist()  # a strided view
+    assert host_argmax(logits.float().requires_grad_()) == logits.argmax(-1).tolist()  # outside inference mode
 
 
 def test_rerank_list_equals_rerank_with_ties() -> None:

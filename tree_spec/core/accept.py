@@ -81,7 +81,7 @@ def host_argmax(logits: torch.Tensor) -> list[int]:
     logits: about 3 vs 37 µs on one core, a cost every greedy verify pass pays). Elsewhere, and for dtypes numpy
     lacks (bf16), torch's."""
     if logits.device.type == "cpu" and logits.dtype in (torch.float32, torch.float64, torch.float16):
-        return logits.numpy().argmax(-1).tolist()
+        return logits.detach().numpy().argmax(-1).tolist()
     return logits.argmax(-1).tolist()
 
 
