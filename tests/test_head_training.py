@@ -36,14 +36,15 @@ def test_cls_weight_scales_only_the_eagle_token_loss():
     with torch.device("cpu"):
         eagle, eagle3 = make_head("eagle", target.cfg), make_head("eagle3", target.cfg)
     data = self_distill(target, tokens, 6, eagle3.feature_layers)
-    loss = {w: float(recurrent_loss(eagle, target, data.tokens, data.hidden, (), 1, torch.Generator().manual_seed(0),
-                                    cls_weight=w)[0]) for w in (0.1, 1.1)}
-    ce_only = float(recurrent_loss(eagle, target, data.tokens, data.hidden, (), 1, torch.Generator().manual_seed(0),
-                                   cls_weight=1.0)[0]) - float(recurrent_loss(
-        eagle, target, data.tokens, data.hidden, (), 1, torch.Generator().manual_seed(0), cls_weight=0.0)[0])
+    with torch.no_grad():  # the losses' values only
+        loss = {w: float(recurrent_loss(eagle, target, data.tokens, data.hidden, (), 1,
+                                        torch.Generator().manual_seed(0), cls_weight=w)[0]) for w in (0.1, 1.1)}
+        ce_only = float(recurrent_loss(eagle, target, data.tokens, data.hidden, (), 1, torch.Generator().manual_seed(0),
+                                       cls_weight=1.0)[0]) - float(recurrent_loss(
+            eagle, target, data.tokens, data.hidden, (), 1, torch.Generator().manual_seed(0), cls_weight=0.0)[0])
+        a, b = (float(recurrent_loss(eagle3, target, data.tokens, data.hidden, data.layers, 3, cls_weight=w)[0])
+                for w in (0.1, 5.0))
     assert ce_only > 0 and loss[1.1] - loss[0.1] == pytest.approx(ce_only, rel=1e-5)
-    a, b = (float(recurrent_loss(eagle3, target, data.tokens, data.hidden, data.layers, 3, cls_weight=w)[0])
-            for w in (0.1, 5.0))
     assert a == b
 
 
