@@ -114,14 +114,16 @@ def tune_drafter(
         measured = validate(target, drafters, [(k, list(s)) for k, s in candidates], cost_prompts, args.validate_tokens)
         print(f"\nvalidation on {len(cost_prompts)} other held-out prompts x {args.validate_tokens} tokens (thread time, "
               f"1 thread, all identical to plain greedy):")
-        shape = lambda m: f"{shape_text(m['branching']):24s} vocab {str(m['vocab'] or 'full'):>5s}"  # noqa: E731
-        print_runs(measured, shape)
+        def label(m: dict) -> str:
+            return f"{shape_text(m['branching']):24s} vocab {str(m['vocab'] or 'full'):>5s}"
+
+        print_runs(measured, label)
         fixed = FIXED_SHAPES.get(name, ())
         final = finalist_indices(measured, measured.index(kept_shape(measured, fixed)))
         confirmed = validate(target, drafters, [(measured[i]["vocab"], measured[i]["branching"]) for i in final],
                              cost_prompts, args.validate_tokens)
         print("the kept shape and the fastest others again, in a run of their own:")
-        print_runs(confirmed, shape)
+        print_runs(confirmed, label)
         best = choose(confirmed, fixed)
         chosen = dict(vocab=best["vocab"], branching=best["branching"])
     confidence = None
