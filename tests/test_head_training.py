@@ -11,7 +11,9 @@ from tree_spec.drafters.head_io import load_head, load_head_module
 from tree_spec.analysis.prompts import held_out_prompts
 from tree_spec.drafters.heads import make_head
 from tree_spec.analysis.train_heads import evaluate, main, recurrent_loss, self_distill, ttt_mask
-from tree_spec.analysis.train_logs import compare_training_logs, write_card
+from tree_spec.analysis.train_logs import (
+    compare_training_logs, continued_log, distinct_windows, training_runs, write_card,
+)
 from tests.spec_models import checkpoint_with_tokenizer, prompts as random_prompts, random_model
 
 
@@ -86,6 +88,26 @@ def test_card_names_both_rates(tmp_path):
     card = (tmp_path / "README.md").read_text()
     assert "Per-position acceptance rate α" in card and "α = 0.56 pooled; per depth [0.60, 0.50]" in card
     assert "Acceptance ratio (accepted / proposed" in card and "0.45" in card
+
+
+def test_a_run_on_fresh_windows_counts_them_in_the_card(tmp_path):
+    final = {"step": 1, "epoch": 1.0, "acceptance_per_position": [0.6], "alpha_at_depth": [0.6], "alpha": 0.6,
+             "acceptance_ratio": 0.6, "tau": 1.6}
+    run = lambda seed, steps: {"kind": "mtp", "target": "t", "head_params": 10, "batch": 2, "lr": 1e-3, "steps": steps,  # noqa: E731
+                               "epochs": 1.0, "train_seconds": 6.0, "total_seconds": 7.0, "hardware": "cpu",
+                               "command": f"cmd --seed {seed}", "seed": seed, "eval": {"prompts": 2, "new_tokens": 8},
+                               "data": {"windows": 4, "prompt_len": 8, "gen_len": 8, "seconds": 1.0},
+                               "losses": [], "evals": [final]}
+    same = continued_log(run(0, 3), run(0, 2))
+    assert [(r["seed"], r["windows"]) for r in training_runs(same)] == [(0, 4), (0, 4)]
+    assert distinct_windows(training_runs(same)) == 4            # one seed, one count: the same windows twice
+    fresh = continued_log(same, run(1, 2))
+    assert distinct_windows(training_runs(fresh)) == 8
+    write_card(tmp_path, fresh)
+    card = (tmp_path / "README.md").read_text()
+    assert "Data (self-distillation): 8 windows" in card and "4, 4, 4 per run, drawn with seeds 0, 0, 1" in card
+    legacy = {k: v for k, v in run(0, 3).items() if k != "seed"}   # logged before the seed was: the default 0
+    assert training_runs(legacy)[0]["seed"] == 0
 
 
 @pytest.mark.parametrize("kind", ["eagle", "eagle3", "medusa", "mtp"])

@@ -232,7 +232,7 @@ def train(
     expected = [generate(target, torch.tensor([p], device=target.device), eval_tokens)[0].tolist() for p in prompts]
 
     log = {"kind": kind, "target": str(target_name), "head_params": sum(p.numel() for p in head.parameters()),
-           "batch": batch, "lr": lr, "command": command, "hardware": _hardware(),
+           "batch": batch, "lr": lr, "seed": seed, "command": command, "hardware": _hardware(),
            "data": {"windows": windows, "prompt_len": prompt_len, "gen_len": gen_len, "seconds": data_seconds},
            "eval": {"prompts": eval_prompts, "new_tokens": eval_tokens, "k": k}, "losses": [], "evals": []}
     log["evals"].append({"epoch": 0, "step": 0, **evaluate(target, head, prompts, expected, k)})

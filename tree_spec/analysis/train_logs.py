@@ -63,6 +63,10 @@ def write_card(folder: Path, log: dict) -> None:
     fmt = lambda xs: ", ".join(f"{a:.2f}" for a in xs)
     d = log["data"]
     runs = training_runs(log)
+    windows = distinct_windows(runs)
+    drawn = "" if windows == d["windows"] else (
+        f" ({', '.join(str(r['windows']) for r in runs)} per run, drawn with seeds "
+        f"{', '.join(str(r['seed']) for r in runs)}: runs with one seed and count train on the same windows)")
     reproduce = ", then ".join(f"`{r['command']}`" for r in runs)
     schedule = f"AdamW lr {log['lr']}" if len(runs) == 1 else "AdamW, " + "; then ".join(
         f"{r['steps']} steps at lr {r['lr']} ({r['train_seconds'] / 60:.1f} min)" for r in runs) + ", continuing its head"
@@ -71,9 +75,9 @@ def write_card(folder: Path, log: dict) -> None:
 - Head: {log['kind']} ({log['head_params']:,} trainable parameters); the target's embedding, final norm and
   LM head are shared, not stored. Files: `head.safetensors`, `config.json`; load with
   `tree_spec.drafters.head_io.load_head(folder, target)`.
-- Data (self-distillation): {d['windows']} windows from the stdlib training split, each {d['prompt_len']} text
+- Data (self-distillation): {windows} windows from the stdlib training split{drawn}, each {d['prompt_len']} text
   tokens + {d['gen_len']} tokens generated greedily by the target; labels = the target's own next-token
-  distributions. Built in {d['seconds']:.0f} s.
+  distributions. {"Built" if len(runs) == 1 else "The last run's windows were built"} in {d['seconds']:.0f} s.
 - Training: {log['steps']} steps of batch {log['batch']} ({log['epochs']:.2f} epochs), {schedule},
   {log['train_seconds'] / 60:.1f} min on {log['hardware']}.
 - Held-out evaluation: greedy chains of {len(final['acceptance_per_position'])} drafts, {log['eval']['prompts']}
@@ -104,5 +108,16 @@ def continued_log(earlier: dict, later: dict) -> dict:
 
 
 def training_runs(log: dict) -> list[dict]:
-    """The runs a head was trained in, first to last: each one's command, steps, seconds and learning rate."""
-    return log.get("runs") or [{k: log[k] for k in ("command", "steps", "train_seconds", "lr")}]
+    """The runs a head was trained in, first to last: each one's command, steps, seconds, learning rate, and the
+    windows it trained on and the seed that drew them (a run logged without them: the log's windows, the default seed 0,
+    which every run used before the seed was logged)."""
+    if "runs" in log:
+        return [{"windows": log["data"]["windows"], "seed": 0, **run} for run in log["runs"]]
+    return [{**{k: log[k] for k in ("command", "steps", "train_seconds", "lr")}, "windows": log["data"]["windows"],
+             "seed": log.get("seed", 0)}]
+
+
+def distinct_windows(runs: list[dict]) -> int:
+    """How many different self-distillation windows `training_runs` trained on: runs with the same seed and window
+    count drew the same windows."""
+    return sum({(r["seed"], r["windows"]): r["windows"] for r in runs}.values())
