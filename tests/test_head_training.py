@@ -93,11 +93,14 @@ def test_card_names_both_rates(tmp_path):
 def test_a_run_on_fresh_windows_counts_them_in_the_card(tmp_path):
     final = {"step": 1, "epoch": 1.0, "acceptance_per_position": [0.6], "alpha_at_depth": [0.6], "alpha": 0.6,
              "acceptance_ratio": 0.6, "tau": 1.6}
-    run = lambda seed, steps: {"kind": "mtp", "target": "t", "head_params": 10, "batch": 2, "lr": 1e-3, "steps": steps,  # noqa: E731
-                               "epochs": 1.0, "train_seconds": 6.0, "total_seconds": 7.0, "hardware": "cpu",
-                               "command": f"cmd --seed {seed}", "seed": seed, "eval": {"prompts": 2, "new_tokens": 8},
-                               "data": {"windows": 4, "prompt_len": 8, "gen_len": 8, "seconds": 1.0},
-                               "losses": [], "evals": [final]}
+
+    def run(seed: int, steps: int) -> dict:
+        """The log of one run of `steps` steps on 4 windows drawn with `seed`."""
+        return {"kind": "mtp", "target": "t", "head_params": 10, "batch": 2, "lr": 1e-3, "steps": steps,
+                "epochs": 1.0, "train_seconds": 6.0, "total_seconds": 7.0, "hardware": "cpu",
+                "command": f"cmd --seed {seed}", "seed": seed, "eval": {"prompts": 2, "new_tokens": 8},
+                "data": {"windows": 4, "prompt_len": 8, "gen_len": 8, "seconds": 1.0}, "losses": [], "evals": [final]}
+
     same = continued_log(run(0, 3), run(0, 2))
     assert [(r["seed"], r["windows"]) for r in training_runs(same)] == [(0, 4), (0, 4)]
     assert distinct_windows(training_runs(same)) == 4            # one seed, one count: the same windows twice
