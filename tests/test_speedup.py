@@ -11,7 +11,7 @@ import torch
 from tree_spec.analysis.speedup import (
     break_even_acceptance_ratio, expected_speedup, expected_tokens_per_verify, production_speedup, roofline_step_time, simulate_tail, speedup_table, tau_from_acceptance_ratio, tau_from_alpha_at_depth, tree_expected_tokens, tree_verify_tokens, wall_time_per_token,
 )
-from tree_spec.analysis.stats import chi_square, chi_square_sf
+from tree_spec.analysis.stats import chi_square, chi_square_sf, sign_test
 from tree_spec.core.topology import tree_node_count
 
 
@@ -81,6 +81,14 @@ def test_chi_square_sf_matches_known_values() -> None:
     for x, dof in [(3.841, 1), (11.070, 5), (18.307, 10), (124.342, 100)]:
         assert chi_square_sf(x, dof) == pytest.approx(0.05, abs=1e-4)
     assert chi_square_sf(0.0, 3) == 1.0
+
+
+def test_sign_test_matches_exact_binomial_tails() -> None:
+    assert sign_test(6, 6) == sign_test(0, 6) == pytest.approx(2 / 64)       # the smallest p of 6 rounds
+    assert sign_test(3, 15) == pytest.approx(2 * (1 + 15 + 105 + 455) / 2 ** 15)
+    assert sign_test(3, 6) == 1.0 and sign_test(0, 0) == 1.0                # an even split caps at 1
+    with pytest.raises(ValueError, match="wins"):
+        sign_test(7, 6)
 
 
 def test_chi_square() -> None:

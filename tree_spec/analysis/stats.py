@@ -1,4 +1,5 @@
-"""Statistics for the lossless checks: a dependency-free chi-square test and paired draft/target distributions."""
+"""Statistics for the lossless checks and the timing verdicts: a dependency-free chi-square test, a sign test, and
+paired draft/target distributions."""
 from __future__ import annotations
 
 import math
@@ -73,6 +74,15 @@ def chi_square(
         return 0.0, 1.0
     statistic = float(((obs - exp) ** 2 / exp).sum())
     return statistic, chi_square_sf(statistic, len(exp) - 1)
+
+
+def sign_test(wins: int, n: int) -> float:
+    """Two-sided sign test: the p-value of `wins` out of `n` paired rounds (or runs) if either side were equally
+    likely to win each one (binomial, p = 1/2). Below 0.05 the split is further from n/2 than chance allows."""
+    if not 0 <= wins <= n:
+        raise ValueError(f"need 0 <= wins <= n, got wins={wins}, n={n}")
+    tail = sum(math.comb(n, i) for i in range(min(wins, n - wins) + 1))
+    return min(1.0, 2 * tail / 2 ** n)
 
 
 def paired_distributions(
