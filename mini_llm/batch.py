@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import torch
 
 from .cache import KVCache
-from .generate import sample_next
+from .generate import check_budget, eos_token_ids, prompt_tensor, sample_next
 from .model import Transformer
 
 
@@ -33,13 +33,23 @@ def extend_rows(model: Transformer, cache: KVCache, rows: Sequence[Sequence[int]
     return logits[torch.arange(len(rows), device=model.device), last]
 
 
-def _token_lists(prompts: Sequence[Sequence[int]]) -> list[list[int]]:
-    """Validate a batch of prompts: a non-empty list of non-empty token lists."""
-    if isinstance(prompts, torch.Tensor) or not len(prompts):
-        raise ValueError("prompts must be a non-empty list of token lists")
-    rows = [[int(t) for t in p] for p in prompts]
-    if not all(rows):
-        raise ValueError("every prompt needs at least one token")
+def _token_lists(prompts: Sequence[Sequence[int]], vocab_size: int | None = None) -> list[list[int]]:
+    """Validate a batch of prompts: a non-empty list of non-empty token lists (or [T] tensors), each checked as
+    `prompt_tensor` checks one prompt (ids in [0, vocab_size) when given) -> list of token lists."""
+    if isinstance(prompts, (torch.Tensor, str, bytes)) or not len(prompts):
+        raise ValueError("prompts must be a non-empty list of token lists, one per row")
+    rows = []
+    for b, prompt in enumerate(prompts):
+        if not isinstance(prompt, (Sequence, torch.Tensor)) or isinstance(prompt, (str, bytes)):
+            raise ValueError(f"prompts[{b}] is {prompt!r}, not a token list: prompts is a list of token lists, one per "
+                             "row (for one prompt pass [prompt])")
+        try:
+            ids = prompt_tensor(prompt, vocab_size)
+        except ValueError as e:
+            raise ValueError(f"prompts[{b}]: {e}") from None
+        if ids.shape[0] != 1:
+            raise ValueError(f"prompts[{b}] must be one token list, got shape {tuple(ids.shape)}")
+        rows.append(ids[0].tolist())
     return rows
 
 
@@ -59,10 +69,9 @@ def generate_batch(
     One target forward per step for all unfinished rows. A row ends at its EOS token (kept) or after
     max_new_tokens. Greedy row b equals `generate(model, prompts[b], max_new_tokens)`, cut after EOS.
     """
-    rows = _token_lists(prompts)
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-    eos = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id or ())
+    rows = _token_lists(prompts, model.cfg.vocab_size)
+    max_new_tokens = check_budget(max(map(len, rows)), max_new_tokens, model.cfg.max_position_embeddings)
+    eos = set(eos_token_ids(eos_token_id, model.cfg.vocab_size))
     out: list[list[int]] = [[] for _ in rows]
     if max_new_tokens == 0:
         return out

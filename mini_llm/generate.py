@@ -24,37 +24,49 @@ def as_int(value, name: str) -> int:
         raise ValueError(f"{name} must be an integer, got {value!r}") from None
 
 
-def eos_token_ids(eos_token_id) -> list[int]:
-    """eos_token_id as None, an int, a numpy integer, a list of them, or an integer tensor -> list[int].
+def eos_token_ids(eos_token_id, vocab_size: int | None = None) -> list[int]:
+    """eos_token_id as None, an int, a numpy integer, a list of them, or an integer tensor -> list[int]; given
+    `vocab_size`, an id outside [0, vocab_size) -> ValueError (no token could ever match it).
 
-    Every loop (`generate`, chain, tree, dynamic, lookahead) reads it through here, so all forms mean the same.
+    Every loop (`generate`, chain, tree, dynamic, lookahead, batched) reads it through here, so all forms mean the same.
     """
     if eos_token_id is None:
         return []
     if isinstance(eos_token_id, torch.Tensor):
         if eos_token_id.is_floating_point() or eos_token_id.is_complex():
             raise ValueError(f"eos_token_id must hold integers, got a {eos_token_id.dtype} tensor")
-        return [int(t) for t in eos_token_id.flatten().tolist()]
-    try:
-        return [as_int(eos_token_id, "eos_token_id")]
-    except ValueError:
-        if isinstance(eos_token_id, (str, bytes)) or not hasattr(eos_token_id, "__iter__"):
-            raise
-    return [as_int(t, "eos_token_id") for t in eos_token_id]
+        ids = [int(t) for t in eos_token_id.flatten().tolist()]
+    else:
+        try:
+            ids = [as_int(eos_token_id, "eos_token_id")]
+        except ValueError:
+            if isinstance(eos_token_id, (str, bytes)) or not hasattr(eos_token_id, "__iter__"):
+                raise
+            ids = [as_int(t, "eos_token_id") for t in eos_token_id]
+    outside = [i for i in ids if vocab_size is not None and not 0 <= i < vocab_size]
+    if outside:
+        raise ValueError(f"eos_token_id {outside[0]} is outside the model's vocabulary [0, {vocab_size})")
+    return ids
 
 
-def prompt_tensor(ids: torch.Tensor | Sequence[int]) -> torch.Tensor:
-    """A prompt as LongTensor [B, T] (T >= 1): a list or [T] tensor becomes one row; float ids -> ValueError."""
+def prompt_tensor(ids: torch.Tensor | Sequence[int], vocab_size: int | None = None) -> torch.Tensor:
+    """A prompt as LongTensor [B, T] (T >= 1): a list or [T] tensor becomes one row; ValueError naming the problem
+    for float ids, an empty prompt, a string (encode it first) or, given `vocab_size`, an id outside [0, vocab_size)."""
+    if isinstance(ids, (str, bytes)):
+        raise ValueError(f"the prompt must be token ids, got text {ids[:40]!r}: encode it first (tokenizer.encode)")
     if not isinstance(ids, torch.Tensor):
         ids = torch.tensor([as_int(t, "prompt token") for t in ids], dtype=torch.long, device="cpu")
+    if ids.numel() == 0:  # before the dtype: torch.tensor([[]]) is a float tensor
+        raise ValueError("the prompt is empty: decoding needs at least one prompt token")
     if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
         raise ValueError(f"prompt ids must be an integer tensor, got {ids.dtype} (token ids are not rounded)")
     if ids.ndim == 1:
         ids = ids[None]
     if ids.ndim != 2:
         raise ValueError(f"prompt ids must be [T] or [B, T], got shape {tuple(ids.shape)}")
-    if ids.shape[1] == 0:
-        raise ValueError("the prompt is empty: decoding needs at least one prompt token")
+    if vocab_size is not None and bool(((ids < 0) | (ids >= vocab_size)).any()):
+        bad = ids[(ids < 0) | (ids >= vocab_size)][0]
+        raise ValueError(f"prompt token {int(bad)} is outside the model's vocabulary [0, {vocab_size})")
     return ids.long()
 
 
@@ -134,13 +146,13 @@ def generate(
     Greedy output is what the speculative loops reproduce token for token: exactly in fp32; in bf16 a
     near-tie between two logits may flip, since a verify pass batches the same tokens differently.
     """
-    ids = prompt_tensor(ids).to(model.device)
+    ids = prompt_tensor(ids, model.cfg.vocab_size).to(model.device)
     B, T = ids.shape
     max_new_tokens = check_budget(T, max_new_tokens, model.cfg.max_position_embeddings)
     if max_new_tokens == 0:
         return ids.new_empty(B, 0)
     cache = model.new_cache(batch_size=B, max_len=T + max_new_tokens)
-    eos = torch.tensor(eos_token_ids(eos_token_id), dtype=torch.long, device=ids.device)
+    eos = torch.tensor(eos_token_ids(eos_token_id, model.cfg.vocab_size), dtype=torch.long, device=ids.device)
     out = ids.new_empty(B, max_new_tokens)
     done = torch.zeros(B, dtype=torch.bool, device=ids.device)
     logits = model(ids, cache=cache)[:, -1]

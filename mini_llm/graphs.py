@@ -108,7 +108,7 @@ class FixedShapeDecoder:
     ) -> torch.Tensor:
         """ids [1, T] (or [T], a list) -> new tokens [1, n]: `generate`'s tokens (greedy: exactly in fp32)."""
         model = self.model
-        ids = prompt_tensor(ids).to(model.device)
+        ids = prompt_tensor(ids, model.cfg.vocab_size).to(model.device)
         if ids.shape[0] != 1:
             raise ValueError(f"fixed-shape decoding takes one sequence (batch 1), got {ids.shape[0]}")
         T = ids.shape[1]
@@ -117,7 +117,7 @@ class FixedShapeDecoder:
             raise ValueError(f"prompt ({T}) + max_new_tokens ({max_new_tokens}) > max_len={self.cache.max_len}")
         if max_new_tokens == 0:
             return ids.new_empty(1, 0)
-        eos = torch.tensor(eos_token_ids(eos_token_id), dtype=torch.long, device=model.device)
+        eos = torch.tensor(eos_token_ids(eos_token_id, model.cfg.vocab_size), dtype=torch.long, device=model.device)
         self.cache.truncate(0)
         out = ids.new_empty(max_new_tokens)
         token = sample_next(model(ids, cache=self.cache)[:, -1], *self.sampling)

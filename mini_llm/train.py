@@ -1,7 +1,10 @@
 """Train a Qwen3-architecture model on the Python standard library with mini_llm's own forward path.
 
-    python -m mini_llm.train --preset target --out models/tiny-qwen3 --steps 12000
-    python -m mini_llm.train --preset draft --out models/tiny-qwen3-draft --tokenizer models/tiny-qwen3
+    python -m mini_llm.train --preset draft --out runs/my-draft --steps 1500 --lr 3e-3
+    python -m mini_llm.train --preset target --out runs/my-target --tokenizer runs/draft/tokenizer --steps 4000 --lr 3e-3
+
+(the shipped models' own commands are in their cards, models/*/README.md). A folder that already holds files is
+never overwritten without `--force` (or `--resume`, which continues the run that wrote it).
 
 Writes Hugging Face format (config.json, model.safetensors in bf16, tokenizer files), the loss log
 (train_log.json) and its plot (loss_curve.png) at every evaluation, and a resumable checkpoint
@@ -138,6 +141,14 @@ def plot_loss(log: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def refuse_to_overwrite(parser: argparse.ArgumentParser, out: Path, force: bool) -> None:
+    """Stop with a usage error when `out` already holds files and `force` is False: a shipped model or head is
+    never replaced by accident."""
+    if out.is_dir() and any(out.iterdir()) and not force:
+        parser.error(f"{out} already holds files (a shipped model's folder?): pass --force to overwrite them, "
+                     "or choose another --out")
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", choices=sorted(PRESETS), required=True)
@@ -157,6 +168,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--max-files", type=int, default=0, help="use only the first N train and held-out files (for quick tests)")
     p.add_argument("--no-autocast", action="store_true", help="train in fp32 instead of bf16 autocast")
     p.add_argument("--resume", action="store_true")
+    p.add_argument("--force", action="store_true", help="overwrite an --out folder that already holds files")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     args = p.parse_args(argv)
@@ -164,6 +176,7 @@ def main(argv: list[str] | None = None) -> dict:
         torch.set_num_threads(args.threads)
 
     out = Path(args.out)
+    refuse_to_overwrite(p, out, args.force or args.resume)
     work = Path(args.work) if args.work else Path("runs") / args.preset
     work.mkdir(parents=True, exist_ok=True)
     corpus, tok, tok_dir, streams, held_out_bytes = prepare_data(args, work)

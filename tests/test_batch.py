@@ -89,13 +89,23 @@ def test_rows_that_finish_early_leave_the_batch(target: Transformer) -> None:
 def test_bad_batches_are_rejected(target: Transformer) -> None:
     with pytest.raises(ValueError, match="non-empty"):
         generate_batch(target, [], 4)
-    with pytest.raises(ValueError, match="at least one token"):
+    with pytest.raises(ValueError, match=r"prompts\[1\]: the prompt is empty"):
         batch_speculative_generate(target, target, [[1, 2], []], 4)
     with pytest.raises(ValueError, match="vocabulary"):
         batch_speculative_generate(target, random_model(1, vocab_size=50), [[1, 2]], 4)
     with pytest.raises(ValueError, match="k must be"):
         batch_speculative_generate(target, target, [[1, 2]], 4, k=0)
     assert generate_batch(target, [[1], [2, 3]], 0) == [[], []]
+    with pytest.raises(ValueError, match=r"prompts\[0\] is 1, not a token list"):
+        batch_speculative_generate(target, target, [1, 2, 3], 4)  # one prompt, not wrapped in a list
+    with pytest.raises(ValueError, match=r"prompts\[1\]: prompt token .* outside the model's vocabulary"):
+        generate_batch(target, [[1], [2, target.cfg.vocab_size]], 4)
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        generate_batch(target, [[1]], target.cfg.max_position_embeddings)
+    with pytest.raises(ValueError, match="eos_token_id"):
+        generate_batch(target, [[1]], 2, eos_token_id=-1)
+    with pytest.raises(TypeError, match="sampling must be a SamplingParams"):
+        batch_speculative_generate(target, target, [[1, 2]], 4, sampling=1.0)
 
 
 # ------------------------------------------------------------------ sampling: lossless per row

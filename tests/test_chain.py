@@ -197,7 +197,8 @@ def test_edge_cases(target, draft):
     assert one.tokens == generate(target, torch.tensor([prompt], device="cpu"), 1)[0].tolist() and one.target_calls == 1
     full = speculative_generate(target, target, prompt, 20, k=4)
     j = next(j for j in range(2, 5) if full.tokens[j] not in full.tokens[:j])  # inside step 1's accepted run
-    stopped = speculative_generate(target, target, prompt, 20, k=4, eos_token_id=[full.tokens[j], 10_000])
+    never = min(set(range(target.cfg.vocab_size)) - set(full.tokens))  # a second EOS id this run never writes
+    stopped = speculative_generate(target, target, prompt, 20, k=4, eos_token_id=[full.tokens[j], never])
     assert stopped.tokens == full.tokens[: j + 1] and stopped.target_calls == 2
     with pytest.raises(ValueError, match="max_position_embeddings"):
         speculative_generate(target, draft, [1] * 200, 57)
@@ -209,12 +210,12 @@ def test_edge_cases(target, draft):
         speculative_generate(target, "draft", prompt, 5)
 
 
-EOS_FORMS = {
-    "int": lambda eos: eos,
-    "list": lambda eos: [eos, 10_000],
-    "numpy": lambda eos: __import__("numpy").int64(eos),
-    "tensor": lambda eos: torch.tensor(eos, device="cpu"),
-    "tensor_list": lambda eos: torch.tensor([eos, 10_000], device="cpu"),
+EOS_FORMS = {  # eos: the id that stops the run; never: a second id the run never writes
+    "int": lambda eos, never: eos,
+    "list": lambda eos, never: [eos, never],
+    "numpy": lambda eos, never: __import__("numpy").int64(eos),
+    "tensor": lambda eos, never: torch.tensor(eos, device="cpu"),
+    "tensor_list": lambda eos, never: torch.tensor([eos, never], device="cpu"),
 }
 
 
@@ -226,7 +227,7 @@ def test_eos_token_id_means_the_same_in_generate_and_every_loop(target, draft, f
     free = generate(target, torch.tensor([prompt], device="cpu"), 20)[0].tolist()
     eos = free[7]
     expected = free[: free.index(eos) + 1]
-    eos_arg = EOS_FORMS[form](eos)
+    eos_arg = EOS_FORMS[form](eos, min(set(range(target.cfg.vocab_size)) - set(free)))
     assert generate(target, torch.tensor([prompt], device="cpu"), 20, eos_token_id=eos_arg)[0].tolist() == expected
     loops = {
         "chain": lambda: speculative_generate(target, draft, prompt, 20, k=4, eos_token_id=eos_arg),
@@ -261,8 +262,45 @@ def test_loops_refuse_odd_input(target, draft):
             dynamic_tree_speculative_generate(target, draft, prompt, 5, depth=bad)
     with pytest.raises(ValueError, match="eos_token_id"):
         speculative_generate(target, draft, prompt, 5, eos_token_id=2.0)
+    with pytest.raises(ValueError, match="outside the model's vocabulary"):
+        speculative_generate(target, draft, prompt + [target.cfg.vocab_size], 5)
+    with pytest.raises(ValueError, match="branching must be a list"):
+        tree_speculative_generate(target, draft, prompt, 5, branching=4)
+    with pytest.raises(TypeError, match="target must be a mini_llm Transformer"):
+        speculative_generate("tiny-qwen3", draft, prompt, 5)
+    with pytest.raises(TypeError, match="sampling must be a SamplingParams"):
+        speculative_generate(target, draft, prompt, 5, sampling=1.0)
     # integer-like arguments are integers
     import numpy as np
     expected = speculative_generate(target, draft, prompt, 9, k=3).tokens
     int32_prompt = torch.tensor(prompt, dtype=torch.int32, device="cpu")
     assert speculative_generate(target, draft, int32_prompt, np.int64(9), k=np.int32(3)).tokens == expected
+
+
+@pytest.mark.parametrize("proposal, problem", [
+    (lambda root: ([root + 1, 5], [-1, 0]), "rooted at"),
+    (lambda root: ([root, 5], [-1]), "parents"),
+    (lambda root: ([root, 99], [-1, 0]), "outside the vocabulary"),
+    (lambda root: ([root, 5, 6], [-1, 2, 0]), "a parent must come before its child"),
+    (lambda root: ([root] + [5] * 9, [-1] + list(range(9))), "deeper than"),
+])
+def test_a_drafter_whose_tree_the_loop_cannot_verify_is_named_in_a_clear_error(proposal, problem):
+    from tree_spec import DraftTree, Drafter
+
+    target = random_model()
+
+    class Custom(Drafter):  # a learner's drafter that gets one rule of the proposal contract wrong
+        vocab_size, device = target.cfg.vocab_size, torch.device("cpu")
+
+        def reset(self, max_len):
+            pass
+
+        def propose(self, request):
+            return DraftTree(*proposal(request.root))
+
+        def next_logits(self, context, tokens, parents, frontier):
+            raise AssertionError("never called: propose is overridden")
+
+    with pytest.raises(ValueError, match=problem) as error:
+        tree_speculative_generate(target, Custom(), prompts(target.cfg.vocab_size, 1)[0], 6, branching=[1, 1])
+    assert "Custom proposed" in str(error.value)

@@ -53,3 +53,12 @@ def test_short_training_run_lowers_loss_and_writes_a_loadable_checkpoint(tmp_pat
     assert resumed["eval"][-1]["step"] == 70 and len(resumed["eval"]) == len(log["eval"]) + 1
     with torch.no_grad():
         assert torch.isfinite(model(torch.tensor([[1, 2, 3]], device="cpu"))).all()
+
+
+def test_training_refuses_a_folder_that_holds_files_without_force(tmp_path, capsys):
+    out = tmp_path / "model"
+    out.mkdir()
+    (out / "model.safetensors").write_bytes(b"shipped")
+    with pytest.raises(SystemExit):
+        train_main(["--preset", "tiny", "--out", str(out), "--work", str(tmp_path / "work")])
+    assert "--force" in capsys.readouterr().err and (out / "model.safetensors").read_bytes() == b"shipped"

@@ -6,7 +6,7 @@ matplotlib.use("Agg")
 from matplotlib.text import Annotation
 
 from tests.spec_models import prompts, random_model
-from tree_spec.analysis.experiment import mean_spread, print_prompts_experiment, run_prompts_experiment
+from tree_spec.analysis.experiment import REFERENCE, main, mean_spread, print_prompts_experiment, run_prompts_experiment
 from tree_spec.ui.plots import draw_compact
 
 
@@ -24,6 +24,15 @@ def test_prompts_experiment_rows_are_per_prompt_and_greedy_identical(capsys):
     print_prompts_experiment(rows)
     out = capsys.readouterr().out
     assert "Qwen3-0.6B" in out and "23" in out and "2.45" in out and "over 3 prompts" in out
+
+
+
+def test_command_prints_the_qwen3_reference_beside_each_shape(capsys):
+    main(["--tokens", "6"])
+    lines = capsys.readouterr().out.splitlines()
+    for name, reference in REFERENCE.items():
+        row = next(line for line in lines if line.startswith(name))
+        assert row.split("|")[1].split() == [str(reference["target_calls"]), f"{reference['tau']:.2f}"]
 
 
 def test_mean_spread():

@@ -133,6 +133,19 @@ def test_fixed_shape_chain_refuses_drafters_it_cannot_run(target: Transformer) -
         fixed_shape_speculative_generate(target, make_drafter("small model", target), [1, 2, 3], 8, k=0)
 
 
+def test_fixed_shape_loops_refuse_a_request_whose_last_steps_would_pass_the_position_limit(target: Transformer) -> None:
+    limit = target.cfg.max_position_embeddings
+    prompt = prompts(target.cfg.vocab_size, 1, length=limit - 6)[0]
+    assert generate(target, torch.tensor([prompt], device=target.device), 6).shape[1] == 6  # plain decoding: fine
+    with pytest.raises(ValueError, match="max_position_embeddings"):  # k = 4: the last steps would draft past it
+        fixed_shape_speculative_generate(target, make_drafter("small model", target), prompt, 6, k=4)
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        fixed_shape_dynamic_tree_generate(target, make_drafter("EAGLE", target), prompt, 6, depth=4, width=2,
+                                          total_tokens=6)
+    short = fixed_shape_speculative_generate(target, make_drafter("small model", target), prompt, 1, k=4)
+    assert short.tokens == generate(target, torch.tensor([prompt], device=target.device), 1)[0].tolist()
+
+
 def test_sample_on_device_follows_probs() -> None:
     """The exponential race picks token i with probability probs[i] (chi-square over 20000 draws)."""
     probs = torch.tensor([0.5, 0.2, 0.15, 0.1, 0.05, 0.0], device="cpu")  # with its CPU generator, on any default device

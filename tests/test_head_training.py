@@ -161,3 +161,12 @@ def test_init_continues_a_trained_head_and_the_card_gives_both_commands(target_d
     assert f"Reproduce: `{earlier['command']}`, then `{log['command']}`" in card
     with pytest.raises(ValueError, match="holds a mtp head"):
         main(common + ["--kind", "eagle", "--out", str(tmp_path / "x"), "--steps", "1", "--init", str(first)])
+
+
+def test_a_folder_that_holds_files_is_not_overwritten_without_force(tmp_path, capsys):
+    out = tmp_path / "shipped"
+    out.mkdir()
+    (out / "head.safetensors").write_bytes(b"shipped")
+    with pytest.raises(SystemExit):
+        main(["--kind", "eagle", "--out", str(out), "--steps", "1"])
+    assert "--force" in capsys.readouterr().err and (out / "head.safetensors").read_bytes() == b"shipped"

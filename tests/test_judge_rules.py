@@ -18,7 +18,7 @@ from practice.judgekit.spec import Context
 
 EXERCISES = discover(PRACTICE / "exercises")
 SETTINGS = Settings()
-TV_MIN = 0.05  # the bar: each known mistake moves the law this far (total variation)
+TV_MIN = 0.05  # each known mistake must move the law at least this far (total variation)
 
 
 def context() -> Context:

@@ -80,3 +80,14 @@ def test_bad_settings_are_refused_and_it_is_a_whole_tree_proposer(target):
         LookaheadDrafter(vocab_size=10, window=0)
     drafter = LookaheadDrafter(vocab_size=10)
     assert isinstance(drafter, Proposer) and not hasattr(drafter, "next_logits")
+
+
+def test_sampling_is_refused_with_a_reason_in_every_loop_that_takes_it(target):
+    from tree_spec import SamplingParams, batch_speculative_generate, tree_speculative_generate
+
+    prompt, sampled = prompts(target.cfg.vocab_size, 1)[0], SamplingParams(1.0, generator=torch.Generator().manual_seed(0))
+    drafter = LookaheadDrafter(target.cfg.vocab_size)
+    with pytest.raises(ValueError, match="greedy decoding only"):
+        tree_speculative_generate(target, drafter, prompt, 8, branching=[1, 1], sampling=sampled)
+    with pytest.raises(ValueError, match="greedy decoding only"):
+        batch_speculative_generate(target, drafter, [prompt], 8, k=2, sampling=sampled)

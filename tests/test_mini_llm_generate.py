@@ -97,9 +97,10 @@ def test_eos_token_id_means_the_same_in_every_form(model, form):
     ids = prompt(model, seed=5)
     free = generate(model, ids, 20)[0].tolist()
     eos = free[6]
-    as_form = {"int": eos, "list": [eos, model.cfg.vocab_size + 5], "numpy": np.int64(eos),
+    never = min(set(range(model.cfg.vocab_size)) - set(free))  # a second EOS id this run never writes
+    as_form = {"int": eos, "list": [eos, never], "numpy": np.int64(eos),
                "tensor": torch.tensor(eos, device="cpu"),
-               "tensor_list": torch.tensor([eos, model.cfg.vocab_size + 5], device="cpu")}[form]
+               "tensor_list": torch.tensor([eos, never], device="cpu")}[form]
     assert generate(model, ids, 20, eos_token_id=as_form)[0].tolist() == free[: free.index(eos) + 1]
 
 
@@ -121,6 +122,15 @@ def test_generate_refuses_odd_input_with_the_loops_errors(model):
         generate(model, ids, 3, eos_token_id=1.5)
     with pytest.raises(ValueError, match="eos_token_id"):
         generate(model, ids, 3, eos_token_id=torch.tensor([1.0], device="cpu"))
+    for outside in (-1, model.cfg.vocab_size):
+        with pytest.raises(ValueError, match="eos_token_id .* outside the model's vocabulary"):
+            generate(model, ids, 3, eos_token_id=[2, outside])
+        with pytest.raises(ValueError, match="prompt token .* outside the model's vocabulary"):
+            generate(model, [2, outside], 3)
+    with pytest.raises(ValueError, match="encode it first"):
+        generate(model, "def f(x):", 3)
+    with pytest.raises(ValueError, match="empty"):
+        generate(model, torch.tensor([[]]), 3)  # what torch.tensor([tokenizer.encode("")]) makes: a float tensor
 
 
 def test_generate_accepts_integer_like_arguments(model):

@@ -5,7 +5,7 @@ from mini_llm import Transformer, generate
 from mini_llm.model import RMSNorm
 
 # fp32 on both sides with the same weights: differences come only from summation order in matmul and
-# attention kernels, ~1e-6 on these sizes. 1e-4 is the bar and leaves 100x headroom.
+# attention kernels, ~1e-6 on these sizes. 1e-4 leaves 100x headroom.
 TOL = 1e-4
 
 

@@ -46,7 +46,7 @@ def test_malformed_parents_raise_value_error_naming_the_problem(parents, problem
             check(parents)
 
 
-def test_mask_depths_positions_of_the_chapter_tree():
+def test_mask_depths_positions_of_a_two_level_tree():
     parents = [-1, 0, 0, 1, 1, 2]
     assert depths(parents) == [0, 1, 1, 2, 2, 2]
     assert positions(parents, prefix_len=5, device="cpu").tolist() == [5, 6, 6, 7, 7, 7]

@@ -207,7 +207,7 @@ def test_tree_panel_hit_model_is_the_measured_profile_and_the_slider_scales_it()
 
 @pytest.mark.slow
 def test_measured_profile_predicts_tokens_per_pass_of_the_small_draft_within_10_percent(target_model, tokenizer):
-    """Issue 12's acceptance: fed the small draft's measured rank profile, the tree widget's hit model predicts
+    """Fed the small draft's measured rank profile, the tree widget's hit model predicts
     the tokens per verify pass that tree decoding with [2, 2, 1, 1] measures within 10 %, on the held-out prompts the
     profile was measured on, over twice as many tokens. (Other held-out files differ in the small draft's acceptance
     itself: 15-20 % fewer tokens per pass on the benchmark's 8 and on the tuner's validation 8 than on these.)"""

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 
+from .analysis.args import ranged
 from .analysis.stats import paired_distributions
 from .core.sampling import verify_chain
 from .analysis.stats import chi_square
@@ -32,28 +33,15 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _ranged(kind: Callable[[str], float], ok: Callable[[float], bool], rule: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a valid {kind.__name__}") from None
-        if not ok(value):
-            raise argparse.ArgumentTypeError(f"{text} is out of range: must be {rule}")
-        return value
-
-    return parse
-
-
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = _Parser(prog="python -m tree_spec", description=__doc__.splitlines()[0])
-    parser.add_argument("--vocab", type=_ranged(int, lambda v: v >= 2, ">= 2"), default=32,
+    parser.add_argument("--vocab", type=ranged(int, lambda v: v >= 2, ">= 2"), default=32,
                         help="vocabulary size (>= 2)")
-    parser.add_argument("--alpha", type=_ranged(float, lambda a: 0 < a <= 1, "in (0, 1]"), default=0.75,
+    parser.add_argument("--alpha", type=ranged(float, lambda a: 0 < a <= 1, "in (0, 1]"), default=0.75,
                         help="per-position acceptance rate of a draft token, in (0, 1]")
-    parser.add_argument("--k", type=_ranged(int, lambda k: k >= 1, ">= 1"), default=4,
+    parser.add_argument("--k", type=ranged(int, lambda k: k >= 1, ">= 1"), default=4,
                         help="draft tokens per step (>= 1)")
-    parser.add_argument("--samples", type=_ranged(int, lambda n: n >= 1, ">= 1"), default=20000,
+    parser.add_argument("--samples", type=ranged(int, lambda n: n >= 1, ">= 1"), default=20000,
                         help="verify steps for the rejection-rule check")
     parser.add_argument("--seed", type=int, default=0, help="seed of the torch.Generator")
     return parser.parse_args(argv)

@@ -5,6 +5,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
+from tqdm import tqdm  # the plain bar: disable=None turns it off where output is not a terminal (notebooks)
 
 from mini_llm import Transformer
 from mini_llm.batch import generate_batch
@@ -122,6 +123,7 @@ def batch_sweeps(
         return results, total
 
     runs = [None, *draft_by_name]   # None: plain
+    bar = tqdm(total=repeats * len(sizes) * len(runs), desc="batch sweep", unit="run", disable=None)
     for r in range(repeats):
         for B in sizes:
             rows = [list(prompts[i % len(prompts)]) for i in range(max(B, len(prompts)))]
@@ -133,6 +135,8 @@ def batch_sweeps(
                     draft = draft_by_name[name]
                     keep((name, B), *run_chunks(chunks, lambda c, trace: batch_speculative_generate(
                         target, draft, c, max_new_tokens, k=k, trace=trace)))
+                bar.update()
+    bar.close()
     points = {}
     for name in draft_by_name:
         points[name] = []

@@ -44,6 +44,7 @@ import torch
 from mini_llm import load_model, load_tokenizer
 from mini_llm.load import MODELS_DIR, resolve_model_path
 
+from .args import POSITIVE_INT, positive_ints, ranged
 from .batch_sweep import batch_benchmark
 from .bench_methods import hf_methods, spec_methods
 from .bench_report import machine, markdown, plot
@@ -60,31 +61,34 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--draft", default="tiny-qwen3-draft", help="separate small draft model ('none' to skip)")
     p.add_argument("--heads", default=str(MODELS_DIR / "heads"), help="folder with <kind>/ head folders")
     p.add_argument("--tuned", default=str(TUNED_DIR), help="folder of tuned shapes ('none' to skip)")
-    p.add_argument("--prompts", type=int, default=BENCH_PROMPTS)
-    p.add_argument("--new-tokens", type=int, default=BENCH_NEW_TOKENS)
-    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--prompts", type=POSITIVE_INT, default=BENCH_PROMPTS)
+    p.add_argument("--new-tokens", type=POSITIVE_INT, default=BENCH_NEW_TOKENS)
+    p.add_argument("--temperature", type=ranged(float, lambda t: t >= 0, ">= 0 (0 = greedy)"), default=0.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: thread CPU time = all work)")
+    p.add_argument("--threads", type=POSITIVE_INT, default=1, help="torch threads (default 1: thread CPU time = all work)")
     p.add_argument("--device", default="cpu", help="where the models run: cpu (thread CPU time) or cuda (wall time "
                                                    "after torch.cuda.synchronize())")
     p.add_argument("--out", default=str(MODELS_DIR), help="output folder (default models/)")
     p.add_argument("--no-transformers", action="store_true", help="skip the transformers baselines")
     p.add_argument("--quick", action="store_true", help="1 prompt x 16 tokens (for tests)")
-    p.add_argument("--batch", help="batch sizes, e.g. 1,4,16: plain vs speculative tokens/s per batch size instead "
+    p.add_argument("--batch", type=positive_ints, help="batch sizes, e.g. 1,4,16: plain vs speculative tokens/s per batch size instead "
                                    "(tree_spec.analysis.batch_sweep.batch_benchmark; writes BENCHMARK_BATCH.md)")
     args = p.parse_args(argv)
     if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
         p.error(f"--device {args.device}: no CUDA GPU is visible to torch")
     n_prompts, new_tokens = (1, 16) if args.quick else (args.prompts, args.new_tokens)
+    try:
+        target_path = resolve_model_path(args.target)
+        draft_path = None if args.draft == "none" else resolve_model_path(args.draft)
+    except FileNotFoundError as e:
+        p.error(str(e))
 
     threads_before = torch.get_num_threads()
     torch.set_num_threads(args.threads)
     try:
         if args.batch:
-            return batch_benchmark(args.target, args.draft, [int(b) for b in args.batch.split(",")], n_prompts,
+            return batch_benchmark(args.target, args.draft, args.batch, n_prompts,
                                    new_tokens, out_dir=args.out, device=args.device)
-        target_path = resolve_model_path(args.target)
-        draft_path = None if args.draft == "none" else resolve_model_path(args.draft)
         target = load_model(target_path, device=args.device)
         draft = load_model(draft_path, device=args.device) if draft_path else None
         prompts = held_out_prompts(load_tokenizer(target_path), n_prompts)

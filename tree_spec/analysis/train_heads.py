@@ -1,7 +1,7 @@
 """Train a draft head on the target's own outputs (self-distillation), on CPU in minutes.
 
     python -m tree_spec.analysis.train_heads --kind eagle|eagle3|medusa|mtp [--target tiny-qwen3]
-                                    [--out models/heads/<kind>] [--minutes 10 | --steps N] [--init FOLDER]
+                                    [--out models/heads/<kind>] [--minutes 10 | --steps N] [--init FOLDER] [--force]
 
 Data: token windows from the stdlib training split (`mini_llm.corpus`), each `--prompt-len` tokens of
 text followed by `--gen-len` tokens the target generates greedily from it; one target pass records
@@ -10,6 +10,8 @@ next-token distributions (soft cross-entropy), so the head learns to predict the
 Every epoch, the head drafts chains on held-out prompts and the per-position acceptance is logged
 (`train_log.json`, `acceptance.png`). The folder gets `head.safetensors`, `config.json`, `README.md`.
 `--init FOLDER` continues a trained head of the same kind: its log then holds both runs as one training.
+An --out folder that already holds files (the shipped head's, by default) is overwritten only with `--force`
+or when it is the `--init` folder.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from tqdm import tqdm  # the plain bar: disable=None turns it off where output i
 
 from mini_llm import Transformer, generate, load_model, load_tokenizer
 from mini_llm.load import MODELS_DIR, resolve_model_path
+from mini_llm.train import refuse_to_overwrite
 
 from ..decoding.chain import speculative_generate
 from ..drafters.head_io import drafter_for, load_head_module, save_head
@@ -312,10 +315,13 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--eval-tokens", type=int, default=48)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="where the target and the head run (cpu, cuda)")
+    p.add_argument("--force", action="store_true", help="overwrite an --out folder that already holds files")
     p.add_argument("--init", default=None, help="continue training the head in this folder (same kind; its log is "
                                                  "kept; --out may be the same folder)")
     args = p.parse_args(argv)
     out = Path(args.out) if args.out else MODELS_DIR / "heads" / args.kind
+    continuing = args.init is not None and Path(args.init).resolve() == out.resolve()
+    refuse_to_overwrite(p, out, args.force or continuing)
     command = "python -m tree_spec.analysis.train_heads " + " ".join(argv if argv is not None else sys.argv[1:])
     log = train(args.kind, args.target, out, args.minutes, args.steps, args.windows, args.prompt_len, args.gen_len,
                 args.batch, args.lr, args.num_heads, args.eval_prompts, args.eval_tokens, args.seed, command,

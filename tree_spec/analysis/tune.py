@@ -255,18 +255,22 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     saved = []
-    for name in args.drafter:
+    for i, name in enumerate(args.drafter, 1):
         if args.dynamic_only:
             if name in DYNAMIC_DRAFTERS:
+                print(f"tuning {name}'s dynamic tree ({i}/{len(args.drafter)})", flush=True)
                 saved.append(save_dynamic(name, target, tokenizer, curve, model_name, args, out))
             continue
         try:
-            result = tune_drafter(name, target, tokenizer, curve, model_name, args)
-            if name in DYNAMIC_DRAFTERS:
-                result["dynamic"] = dynamic_for(name, target, tokenizer, model_name, curve, args)
+            make_drafter(name, target, args.draft, args.heads)  # only this may fail for a missing or mismatched input
         except (FileNotFoundError, ValueError) as err:
             print(f"{name}: skipped ({err})")
             continue
+        print(f"tuning {name} ({i}/{len(args.drafter)}): rank profile, costs, shape search, validation runs "
+              "(minutes)", flush=True)
+        result = tune_drafter(name, target, tokenizer, curve, model_name, args)
+        if name in DYNAMIC_DRAFTERS:
+            result["dynamic"] = dynamic_for(name, target, tokenizer, model_name, curve, args)
         path = out / f"{name}.json"
         path.write_text(json.dumps(result, indent=1) + "\n")
         print(f"{name}: {shape_text(result['branching'])}, draft vocabulary {result['draft_vocab'] or 'full'}, "

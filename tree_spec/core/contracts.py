@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import torch
 
 from mini_llm import logits_to_probs
+from mini_llm.generate import as_int
 
 from .topology import tree_node_count
 
@@ -109,6 +110,14 @@ class Branching:
 
     def cut(self, max_depth: int) -> Branching:
         return self if max_depth >= len(self.widths) else replace(self, widths=self.widths[:max_depth])
+
+    @classmethod
+    def of(cls, branching: Sequence[int], min_path_prob: float = 0.0) -> Branching:
+        """A learner's `branching` argument (a list of per-level widths) checked -> Branching; ValueError naming it."""
+        if isinstance(branching, (str, bytes)) or not isinstance(branching, (Sequence, torch.Tensor)):
+            raise ValueError(f"branching must be a list of per-level widths, e.g. [2, 2, 1] (a chain of k: [1] * k), "
+                             f"got {branching!r}")
+        return cls(tuple(as_int(w, "branching width") for w in branching), min_path_prob)
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,7 @@ def build_draft_tree(
     may grow (EAGLE-2's confidence rule; a chain stops early). It reads only the draft's distribution, so
     verification stays lossless.
     """
-    branching = Branching(tuple(as_int(w, "branching width") for w in branching), min_path_prob).widths
+    branching = Branching.of(branching, min_path_prob).widths
     return _grow_branching(drafter, context, root, branching, sampling, min_path_prob, trace)
 
 

@@ -34,6 +34,8 @@ def depths(parents: Sequence[int]) -> list[int]:
 
 def positions(parents: Sequence[int], prefix_len: int, device: torch.device | str | None = None) -> torch.Tensor:
     """Rotary positions [n] of the nodes: prefix_len + depth (siblings share a position)."""
+    if prefix_len < 0:
+        raise ValueError(f"prefix_len must be >= 0 (the number of tokens before the root), got {prefix_len}")
     return torch.tensor([prefix_len + d for d in depths(parents)], dtype=torch.long, device=device)
 
 

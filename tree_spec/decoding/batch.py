@@ -20,7 +20,7 @@ from mini_llm.generate import as_int
 from ..core.accept import accept_chain_greedy
 from ..core.contracts import GREEDY, NO_TRACE, BatchProposer, Proposer, SamplingParams, Trace
 from ..core.output import SpecOutput
-from ..core.request import validate_request
+from ..core.request import check_arguments, validate_request
 from ..core.sampling import verify_chain
 from ..drafters.batch import as_batch_drafter
 
@@ -46,6 +46,7 @@ def batch_speculative_generate(
     `seconds` is the whole batch's wall time.
     """
     start_time = time.perf_counter()
+    check_arguments(target, sampling)
     k = as_int(k, "k")
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")

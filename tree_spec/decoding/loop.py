@@ -23,7 +23,7 @@ from ..core.contracts import (
 )
 from ..core.growth import DraftTree
 from ..core.output import SpecOutput
-from ..core.request import validate_request
+from ..core.request import check_arguments, validate_request
 from ..core.sampling import verify_chain, verify_tree
 from ..core.topology import depths, tree_mask
 from ..drafters.model import as_drafter
@@ -59,6 +59,31 @@ def tree_shape(parents: tuple[int, ...], device: torch.device) -> TreeShape:
     chain = all(p == i - 1 for i, p in enumerate(parents))
     mask = None if chain else tree_mask(parents, device)
     return TreeShape(torch.tensor(depth, device=device), mask, max(depth), chain)
+
+
+def check_proposal(tree: DraftTree, request: DraftRequest, drafter: Proposer, device: torch.device) -> TreeShape:
+    """The shape of the tree `drafter` proposed for `request`; ValueError naming the drafter unless the tree is one the
+    loop can verify: as many parents as tokens, parents before children, rooted at the request's root token, tokens in
+    the vocabulary, no deeper than `request.max_depth` (a deeper tree would overshoot the token budget). O(n) on
+    host lists; the shape's tensors (on `device`, the target's) are built once per shape (`tree_shape`)."""
+    who = type(drafter).__name__
+    tokens, parents = tree.tokens, tree.parents
+    if len(tokens) != len(parents):
+        raise ValueError(f"{who} proposed {len(tokens)} tokens but {len(parents)} parents: one parent per node")
+    if not tokens or tokens[0] != request.root:
+        raise ValueError(f"{who} proposed a tree rooted at {tokens[:1]}: node 0 must be the last committed token, "
+                         f"{request.root} (DraftRequest.root)")
+    if min(tokens) < 0 or max(tokens) >= drafter.vocab_size:
+        raise ValueError(f"{who} proposed token {min(tokens) if min(tokens) < 0 else max(tokens)}, outside the "
+                         f"vocabulary [0, {drafter.vocab_size})")
+    try:
+        shape = tree_shape(tuple(parents), device)
+    except ValueError as e:
+        raise ValueError(f"{who} proposed an invalid tree: {e}") from None
+    if shape.max_depth > request.max_depth:
+        raise ValueError(f"{who} proposed a tree {shape.max_depth} deep, deeper than the request's max_depth "
+                         f"{request.max_depth} (it would overshoot max_new_tokens)")
+    return shape
 
 
 class TreeShape(NamedTuple):
@@ -129,6 +154,7 @@ def speculate(
     proposal holds (default: what `shape` allows).
     """
     start_time = time.perf_counter()
+    check_arguments(target, sampling)
     drafter = as_drafter(drafter)
     request = validate_request(target.cfg, drafter.vocab_size, prompt_ids, max_new_tokens, eos_token_id)
     prompt, max_new_tokens, eos = request.prompt, request.max_new_tokens, request.eos
@@ -152,6 +178,7 @@ def speculate(
                            sampling, trace)
         with trace.span("draft"):
             tree = drafter.propose(ask)
+        check_proposal(tree, ask, drafter, target.device)
         step = verify(target, drafter, tree, cache, sampling, trace)
         if step.features is not None:
             with trace.span("observe"):

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 import torch
 
 from mini_llm import Transformer
-from mini_llm.generate import as_int
 
 from ..core.contracts import GREEDY, NO_TRACE, Branching, Proposer, SamplingParams, Trace
 from ..core.output import SpecOutput
@@ -30,5 +29,5 @@ def tree_speculative_generate(
     Greedy identity is exact in fp32; in bf16 a near-tie between two logits may flip (the tree pass
     and plain decoding batch the same tokens differently, so their roundings differ).
     """
-    shape = Branching(tuple(as_int(w, "branching width") for w in branching), min_path_prob)
+    shape = Branching.of(branching, min_path_prob)
     return speculate(target, drafter, prompt_ids, max_new_tokens, shape, sampling, eos_token_id, trace)

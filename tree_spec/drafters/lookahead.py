@@ -57,7 +57,11 @@ class LookaheadDrafter:
         return self.window + self.candidates * (self.ngram - 1)
 
     def propose(self, request: DraftRequest) -> DraftTree:
-        """The trie of [guess window] + pool continuations of the root, at most `request.max_depth` deep."""
+        """The trie of [guess window] + pool continuations of the root, at most `request.max_depth` deep (greedy
+        decoding only: a trie of guesses has no draft distribution to verify a sample against)."""
+        if not request.sampling.greedy:
+            raise ValueError("LookaheadDrafter drafts for greedy decoding only (sampling=GREEDY): its guesses come "
+                             "with no draft distribution, which lossless sampled verification needs")
         context, root, max_depth = request.context, request.root, request.max_depth
         self.calls += 1
         guesses = self._extend(self.guesses, int(root), context)[: min(self.window, max_depth)]

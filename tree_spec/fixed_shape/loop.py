@@ -76,13 +76,24 @@ class FixedShapeLoop:
 
     @torch.inference_mode()
     def run(self, request: Request) -> SpecOutput:
-        """Decode one validated request (`validate_request`); ValueError if it does not fit `max_len`."""
+        """Decode one validated request (`validate_request`); ValueError if it does not fit `max_len`, or if its last
+        steps would feed positions past the model's `max_position_embeddings` (a fixed-shape step drafts its whole
+        shape even where the budget cuts it; the list-based loops draft only what the budget needs)."""
         start_time = time.perf_counter()
         prompt, max_new_tokens = request.prompt, request.max_new_tokens
         if len(prompt) + max_new_tokens + self.room > self.cache.max_len:
             raise ValueError(
                 f"prompt ({len(prompt)}) + max_new_tokens ({max_new_tokens}) + {self.room} slots a step writes > "
                 f"max_len={self.cache.max_len}"
+            )
+        limit = self.target.cfg.max_position_embeddings
+        if len(prompt) + max_new_tokens + self.room > limit:
+            most = limit - len(prompt) - self.room
+            fix = f"ask for at most {most} new tokens" if most > 0 else "shorten the prompt"
+            raise ValueError(
+                f"prompt ({len(prompt)}) + max_new_tokens ({max_new_tokens}) + {self.room} positions a step drafts "
+                f"> max_position_embeddings ({limit}): {fix}, or decode with the list-based loop "
+                "(tree_spec.speculative_generate and the like)"
             )
         out = SpecOutput()
         if max_new_tokens == 0:
