@@ -221,3 +221,22 @@ def test_batch_sweeps_share_the_plain_run_split_the_time_and_keep_the_fastest_ro
     saved = json.loads(json.dumps(p.spec_time.to_dict()))                # what `bench --batch` returns, per point
     assert saved["forward_sizes"] == {str(n): c for n, c in p.spec_time.forward_sizes.items()}
     assert saved["rest_ms"] == pytest.approx(p.spec_time.rest_ms) and len(saved["draft_calls"]) == len(p.spec_time.draft_calls)
+
+
+def test_a_token_level_proposer_that_returns_a_branching_tree_is_refused_by_name(target: Transformer) -> None:
+    from tree_spec import DraftTree, Drafter
+
+    class Branchy(Drafter):  # proposes two siblings where the batched loop asked for a chain
+        vocab_size, device = target.cfg.vocab_size, torch.device("cpu")
+
+        def reset(self, max_len):
+            pass
+
+        def propose(self, request):
+            return DraftTree([request.root, 1, 2], [-1, 0, 0])
+
+        def next_logits(self, context, tokens, parents, frontier):
+            raise AssertionError("never called: propose is overridden")
+
+    with pytest.raises(ValueError, match="Branchy.* not a chain"):
+        batch_speculative_generate(target, Branchy(), [[1, 2, 3]], 8, k=2)

@@ -82,12 +82,18 @@ def test_bad_settings_are_refused_and_it_is_a_whole_tree_proposer(target):
     assert isinstance(drafter, Proposer) and not hasattr(drafter, "next_logits")
 
 
-def test_sampling_is_refused_with_a_reason_in_every_loop_that_takes_it(target):
-    from tree_spec import SamplingParams, batch_speculative_generate, tree_speculative_generate
+def test_sampling_is_refused_with_a_reason(target):
+    from tree_spec import SamplingParams, tree_speculative_generate
 
     prompt, sampled = prompts(target.cfg.vocab_size, 1)[0], SamplingParams(1.0, generator=torch.Generator().manual_seed(0))
     drafter = LookaheadDrafter(target.cfg.vocab_size)
     with pytest.raises(ValueError, match="greedy decoding only"):
         tree_speculative_generate(target, drafter, prompt, 8, branching=[1, 1], sampling=sampled)
-    with pytest.raises(ValueError, match="greedy decoding only"):
-        batch_speculative_generate(target, drafter, [prompt], 8, k=2, sampling=sampled)
+
+
+def test_the_batched_loop_refuses_lookahead_whose_tries_it_cannot_verify(target):
+    from tree_spec import batch_speculative_generate
+
+    with pytest.raises(TypeError, match="lookahead_generate"):
+        batch_speculative_generate(target, LookaheadDrafter(target.cfg.vocab_size), [prompts(target.cfg.vocab_size, 1)[0]],
+                                   16, k=4)

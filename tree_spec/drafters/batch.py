@@ -11,6 +11,7 @@ from mini_llm.batch import extend_rows
 
 from ..core.contracts import BatchProposer, Branching, DraftRequest, Proposer, SamplingParams
 from .base import _common_prefix
+from .lookahead import LookaheadDrafter
 from .model import ModelDrafter
 
 
@@ -94,6 +95,10 @@ class PerRowDrafter:
     ) -> tuple[list[list[int]], torch.Tensor | None]:
         chain = Branching((1,) * k)
         trees = [d.propose(DraftRequest(ctx[:-1], ctx[-1], chain, k, sampling)) for d, ctx in zip(self.rows, contexts)]
+        for tree in trees:
+            if list(tree.parents) != list(range(-1, len(tree.parents) - 1)):
+                raise ValueError(f"{self.template!r} proposed a tree that is not a chain (parents {tree.parents}): "
+                                 "the batched loop verifies chains only; decode with tree_speculative_generate")
         drafts = [t.tokens[1:] for t in trees]
         if sampling.greedy:
             return drafts, None
@@ -112,6 +117,9 @@ def as_batch_drafter(drafter: Proposer | Transformer | BatchProposer) -> BatchPr
         return BatchModelDrafter(drafter)
     if isinstance(drafter, ModelDrafter):
         return BatchModelDrafter(drafter.model)
+    if isinstance(drafter, LookaheadDrafter):
+        raise TypeError("lookahead proposes whole tries and learns from every verify pass, and the batched loop "
+                        "verifies chains: decode with lookahead_generate")
     if isinstance(drafter, Proposer) and drafter.feature_layers is None:
         return PerRowDrafter(drafter)
     raise TypeError(f"batched drafting supports a small model, the quantized self or a token-level drafter, "
