@@ -156,6 +156,11 @@ def test_sample_on_device_follows_probs() -> None:
     assert chi_square(counts[:5], probs[:5])[1] > 1e-3
 
 
+def test_sample_on_device_never_picks_a_zero_probability_token_when_a_race_draw_is_zero(monkeypatch) -> None:
+    monkeypatch.setattr(torch.Tensor, "exponential_", lambda self, generator=None: self.zero_())  # every draw 0.0
+    assert sample_on_device(torch.tensor([[0.0, 0.3, 0.7, 0.0]], device="cpu"), None).tolist() in ([1], [2])
+
+
 @pytest.mark.slow
 def test_fixed_shape_sampled_chain_follows_the_target_distribution() -> None:
     """Third new token of 800 seeded fixed-shape chain runs (k = 2: depths 1 and 2 verified) vs its exact law."""

@@ -38,7 +38,9 @@ def sample_on_device(probs: torch.Tensor, generator: torch.Generator | None) -> 
     `torch.multinomial(probs, 1)`, from `generator`.
     """
     race = torch.empty_like(probs).exponential_(generator=generator)
-    return (probs / race).argmax(-1)
+    # A draw of exactly 0 (possible in floating point) would make 0 / 0 = NaN for a token of probability 0, and
+    # argmax picks NaN: the floor keeps such a token at 0 (it never wins) and a positive one at a finite maximum.
+    return (probs / race.clamp_min_(torch.finfo(race.dtype).tiny)).argmax(-1)
 
 
 def _sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
