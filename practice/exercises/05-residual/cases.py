@@ -1,5 +1,11 @@
 """Residual distribution, atol 1e-6 / rtol 1e-5 (float32 rounding of values <= 1 is ~6e-8, far inside it);
-mistakes: no renormalization, swapped, target, float32 instead of the inputs' dtype."""
+mistakes: no renormalization, swapped, target, float32 instead of the inputs' dtype.
+
+"nearly degenerate rows": target = draft + eps * (e_i - e_j) with eps = 1e-4 and 1e-6 (float32). The positive
+part is eps on token i alone, so the exact residual is the one-hot e_i, exactly (a single positive entry divided
+by itself; float32 rounding of draft[i] + eps cannot make it 0 or add another entry). Code that treats a small
+but positive mass as degenerate (e.g. mass <= 1e-3) returns target_probs there instead, off by ~1 at token i: the
+existing atol 1e-6 separates the two by a factor of ~10^6, so no new tolerance is needed."""
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,7 +25,21 @@ def _dist(shape, seed, dtype=torch.float32):
     return (x / x.sum(-1, keepdim=True)).to(dtype)
 
 
+NEAR_EPS = (1e-4, 1e-6)
+
+
+def _near_degenerate():
+    """[2, 8] float32 rows: target = draft + eps * (e_i - e_j), eps in NEAR_EPS -> (target, draft)."""
+    draft = _dist((len(NEAR_EPS), 8), 13)
+    target = draft.clone()
+    for r, (eps, i, j) in enumerate(zip(NEAR_EPS, (5, 2), (1, 6))):
+        target[r, i] += eps
+        target[r, j] -= eps
+    return target, draft
+
+
 def cases(ctx: Context) -> list[Case]:
+    near_t, near_d = _near_degenerate()
     batch_t, batch_d = _dist((4, 8), 2), _dist((4, 8), 3)
     batch_d[2] = batch_t[2]  # a degenerate row: target == draft
     cube_t, cube_d = _dist((2, 3, 6), 4), _dist((2, 3, 6), 5)
@@ -38,6 +58,9 @@ def cases(ctx: Context) -> list[Case]:
         Case("one wide row", {"target_probs": _dist((5000,), 10), "draft_probs": _dist((5000,), 11)}, "V = 5000"),
         Case("every row degenerate", {"target_probs": _dist((2, 6), 12), "draft_probs": _dist((2, 6), 12)},
              "[2, 6], target == draft everywhere"),
+        Case("nearly degenerate rows", {"target_probs": near_t, "draft_probs": near_d},
+             "[2, 8], target = draft + eps on one token, - eps on another (eps = 1e-4, 1e-6): the residual is "
+             "that one token"),
     ]
 
 
@@ -46,6 +69,7 @@ RULES = {
     "renormalized to sum 1 over the last dim": ["one row", "batch with a degenerate row", "disjoint supports"],
     "target_probs on degenerate rows (target == draft)": ["batch with a degenerate row", "3-D batch",
                                                           "every row degenerate"],
+    "only target == draft exactly is degenerate (a tiny positive part is still a residual)": ["nearly degenerate rows"],
     "any leading shape ([V], [B, V], [B, T, V])": ["one row", "batch with a degenerate row", "3-D batch"],
     "same dtype as the inputs": ["float64"],
     "any strides, any V": ["non-contiguous rows", "one wide row"],
@@ -69,6 +93,12 @@ def check(got: Any, expected: Any, case: Case) -> str | None:
             return f"{problem} Row {r} has target == draft (nothing to reject): return target_probs there."
         if not degenerate and abs(row.sum().item() - 1) > 1e-4:
             return f"{problem} Row {r} sums to {row.sum().item():.4f}, not 1."
+        mass = float((target - draft).reshape(rows.shape)[r].double().clamp_min(0).sum())
+        if not degenerate and mass < 1e-2 and torch.allclose(row, target.reshape(rows.shape)[r].double(), atol=ATOL):
+            return (f"{problem} Row {r} returned target_probs, but target != draft there: its positive part has "
+                    f"mass {mass:.1g}, small but not 0, so the residual is norm(max(0, target - draft)) (here one "
+                    f"token). Only rows where target == draft exactly are degenerate: compare the mass with 0, not "
+                    f"with a threshold.")
     return problem
 
 

@@ -2,6 +2,14 @@
 
 Mistakes modelled: parent = frontier position, children lowest-first, only the first frontier node expanded.
 Drafter calls are counted by a wrapper around `next_logits` whose count the learner's code cannot reach.
+
+"branching [80]": one level of WIDE = 80 children. For k * 64 > V (4096 here) torch's CPU topk switches from a
+partial sort to nth_element, so `topk(..., sorted=False)` returns the top k in no particular order (below that it
+happens to come out sorted, and the other cases cannot see it). This case checks the order explicitly: the
+children must be the top 80 of the logits row the drafter returned to the learner's own call (recorded by the
+same wrapper), from the highest logit down (ties in either order). It is checked against that row, not against
+the recorded tokens, so it holds on any device: among 80 of 4096 logits a GPU's rounding could swap two close
+neighbours of the CPU reference, and an exact comparison would fail a correct solution there.
 """
 from types import SimpleNamespace
 from typing import Any
@@ -19,11 +27,12 @@ CONTEXT = [112, 9, 3020, 44, 871, 15, 266]
 ROOT = 530
 
 
-BRANCHINGS = ([2, 2, 1, 1], [3, 1], [1, 1, 1], [], [1, 1, 1, 1, 1, 1], [6], [2, 3, 2], [1, 4, 1, 2])
+WIDE = 80
+BRANCHINGS = ([2, 2, 1, 1], [3, 1], [1, 1, 1], [], [1, 1, 1, 1, 1, 1], [6], [2, 3, 2], [1, 4, 1, 2], [WIDE])
 RULES = {
     "one drafter call per level": [f"branching {b}" for b in BRANCHINGS],
     "every frontier node gets its top-w_l children": ["branching [2, 2, 1, 1]", "branching [2, 3, 2]"],
-    "children from the highest logit down": ["branching [3, 1]", "branching [6]"],
+    "children from the highest logit down": ["branching [3, 1]", "branching [6]", f"branching [{WIDE}]"],
     "a child's parent is the frontier node's id": ["branching [2, 2, 1, 1]", "branching [1, 4, 1, 2]"],
     "new frontier = the nodes just added, in order": ["branching [2, 3, 2]", "branching [1, 4, 1, 2]"],
     "an empty branching: the root alone, no call": ["branching []"],
@@ -33,8 +42,33 @@ RULES = {
 
 
 def cases(ctx: Context) -> list[Case]:
-    return [Case(f"branching {b}", {"branching": b}, f"context of {len(CONTEXT)} tokens, root {ROOT}")
-            for b in BRANCHINGS]
+    return [Case(f"branching {b}", {"branching": b}, f"context of {len(CONTEXT)} tokens, root {ROOT}"
+                 + (f"; the {WIDE} children are checked against the drafter's logits: its top {WIDE}, highest "
+                    f"first" if b == [WIDE] else "")) for b in BRANCHINGS]
+
+
+def _order_problem(tokens, row, width) -> str | None:
+    """None when tokens[1:] are the top `width` of the logits `row`, from the highest down (ties in any order)."""
+    kids, row = tokens[1:], row.detach().double().cpu()
+    if len(kids) != width or len(set(kids)) != width or not all(isinstance(t, int) and 0 <= t < len(row)
+                                                                  for t in kids):
+        return f"the root's children must be {width} distinct token ids, got {len(kids)} ({len(set(kids))} distinct)."
+    chosen = row[kids]
+    others = row.clone()
+    others[kids] = float("-inf")
+    best_other = int(others.argmax())
+    if chosen.min() < others[best_other]:
+        low = kids[int(chosen.argmin())]
+        return (f"token {low} (logit {row[low].item():.4f}) is a child but token {best_other} (logit "
+                f"{row[best_other].item():.4f}) is not: the children are the top {width} logits.")
+    drops = (chosen[1:] > chosen[:-1]).nonzero()
+    if len(drops):
+        i = int(drops[0])
+        return (f"children are not from the highest logit down: node {i + 1} (token {kids[i]}, logit "
+                f"{chosen[i].item():.4f}) comes before node {i + 2} (token {kids[i + 1]}, logit "
+                f"{chosen[i + 1].item():.4f}). topk(..., sorted=True), the default, returns them in that order; "
+                f"with sorted=False the order is unspecified (on a CPU it is unsorted once k * 64 > V).")
+    return None
 
 
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
@@ -42,15 +76,34 @@ def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
     drafter = ModelDrafter(ctx.model())
     drafter.reset(64)
     calls = count_calls(drafter, "next_logits")
+    seen, counted = [], drafter.next_logits
+
+    def recording(*args, **kwargs):  # the logits handed to the learner, copied before its code can touch them
+        logits = counted(*args, **kwargs)
+        seen.append(logits.detach().clone())
+        return logits
+
+    drafter.next_logits = recording
     out = fns.build_tree(drafter, list(CONTEXT), ROOT, list(case.args["branching"]))
     if not (isinstance(out, tuple) and len(out) == 2):
         return f"build_tree must return (tokens, parents), got {describe(out)}."
-    return {"tokens": out[0], "parents": out[1], "calls": len(calls)}
+    got = {"tokens": out[0], "parents": out[1], "calls": len(calls)}
+    if case.args["branching"] == [WIDE]:
+        if not isinstance(out[0], list):
+            got["order"] = f"tokens: expected a list of ints, got {describe(out[0])}."
+        else:  # with another number of calls than 1, the call count fails the case first
+            got["order"] = _order_problem(out[0], seen[0][0], WIDE) if len(seen) == 1 else None
+    return got
 
 
 def check(got: Any, expected: Any, case: Case) -> str | None:
     if isinstance(got, str):
         return got
+    if case.args["branching"] == [WIDE]:  # the order is checked against the learner's own logits (see above)
+        return (tokens_mismatch(got["parents"], expected["parents"], "parents")
+                or int_mismatch(got["calls"], expected["calls"], "drafter calls (one per level)")
+                or (None if got.get("order") == expected.get("order") else got.get("order")
+                    or f"the children do not match: {expected.get('order')}"))
     problem = tokens_mismatch(got["parents"], expected["parents"], "parents") or tokens_mismatch(
         got["tokens"], expected["tokens"], "tokens")
     if problem:
