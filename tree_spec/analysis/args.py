@@ -19,10 +19,9 @@ def ranged(kind: Callable[[str], float], ok: Callable[[float], bool], rule: str)
     return parse
 
 
+POSITIVE_INT = ranged(int, lambda n: n >= 1, ">= 1")
+
+
 def positive_ints(text: str) -> list[int]:
     """An argparse `type`: a comma-separated list of integers >= 1, e.g. "1,4,16"."""
-    one = ranged(int, lambda n: n >= 1, ">= 1")
-    return [one(part.strip()) for part in text.split(",")]
-
-
-POSITIVE_INT = ranged(int, lambda n: n >= 1, ">= 1")
+    return [POSITIVE_INT(part.strip()) for part in text.split(",")]

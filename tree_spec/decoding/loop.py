@@ -61,11 +61,11 @@ def tree_shape(parents: tuple[int, ...], device: torch.device) -> TreeShape:
     return TreeShape(torch.tensor(depth, device=device), mask, max(depth), chain)
 
 
-def check_proposal(tree: DraftTree, request: DraftRequest, drafter: Proposer, device: torch.device) -> TreeShape:
-    """The shape of the tree `drafter` proposed for `request`; ValueError naming the drafter unless the tree is one the
-    loop can verify: as many parents as tokens, parents before children, rooted at the request's root token, tokens in
-    the vocabulary, no deeper than `request.max_depth` (a deeper tree would overshoot the token budget). O(n) on
-    host lists; the shape's tensors (on `device`, the target's) are built once per shape (`tree_shape`)."""
+def check_proposal(tree: DraftTree, request: DraftRequest, drafter: Proposer, device: torch.device) -> None:
+    """ValueError naming the drafter unless the tree it proposed for `request` is one the loop can verify: as many
+    parents as tokens, parents before children, rooted at the request's root token, tokens in the vocabulary, no
+    deeper than `request.max_depth` (a deeper tree would overshoot the token budget). O(n) on host lists; the
+    shape's tensors (on `device`, the target's) are built once per shape (`tree_shape`), and `verify` reuses them."""
     who = type(drafter).__name__
     tokens, parents = tree.tokens, tree.parents
     if len(tokens) != len(parents):
@@ -83,7 +83,6 @@ def check_proposal(tree: DraftTree, request: DraftRequest, drafter: Proposer, de
     if shape.max_depth > request.max_depth:
         raise ValueError(f"{who} proposed a tree {shape.max_depth} deep, deeper than the request's max_depth "
                          f"{request.max_depth} (it would overshoot max_new_tokens)")
-    return shape
 
 
 class TreeShape(NamedTuple):
