@@ -27,9 +27,15 @@ def resolve_model_path(name_or_path: str | Path = DEFAULT_MODEL) -> Path:
 
 
 def load_model(
-    name_or_path: str | Path = DEFAULT_MODEL, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
+    name_or_path: str | Path = DEFAULT_MODEL, dtype: torch.dtype | str = torch.float32, device: torch.device | str = "cpu"
 ) -> Transformer:
-    """`load_model("tiny-qwen3")`, `load_model("models/Qwen3-0.6B", device="cuda")`: an eval-mode Transformer."""
+    """`load_model("tiny-qwen3")`, `load_model("models/Qwen3-0.6B", dtype="bfloat16", device="cuda")`: an
+    eval-mode Transformer. dtype: a torch dtype or its name."""
+    if isinstance(dtype, str):
+        named = getattr(torch, dtype.removeprefix("torch."), None)
+        if not isinstance(named, torch.dtype):
+            raise ValueError(f"dtype {dtype!r} is not a torch dtype (e.g. torch.bfloat16 or \"bfloat16\")")
+        dtype = named
     return Transformer.from_pretrained(resolve_model_path(name_or_path), dtype=dtype, device=device)
 
 

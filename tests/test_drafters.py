@@ -263,3 +263,12 @@ def test_ngram_drafter_logits_live_on_its_device():
     logits = drafter.next_logits([1, 2, 3, 1, 2], [3], [-1], [0])
     assert logits.device.type == "meta" and logits.shape == (1, 64)
 
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle", "eagle3", "mtp"])
+def test_a_head_built_for_another_model_is_refused_with_the_reason(kind):
+    from tree_spec.drafters.head_io import drafter_for
+
+    small, wide = random_model(), random_model(hidden_size=96)
+    with pytest.raises(ValueError, match="features of width 96, the target's are 64 wide"):
+        drafter_for(small, make_head(kind, wide.cfg))

@@ -86,6 +86,15 @@ def test_bf16_runs_and_stays_close_to_fp32(tiny_checkpoint):
     assert generate(bf16, ids, 8).shape == (1, 8)
 
 
+def test_load_model_takes_a_dtype_by_name(tiny_checkpoint):
+    from mini_llm import load_model
+
+    assert load_model(tiny_checkpoint, dtype="bfloat16").dtype == torch.bfloat16
+    assert load_model(tiny_checkpoint, dtype="torch.float32").dtype == torch.float32
+    with pytest.raises(ValueError, match="not a torch dtype"):
+        load_model(tiny_checkpoint, dtype="bf16")
+
+
 def test_cpu_weights_keep_their_longer_axis_contiguous_and_the_checkpoint_values(tiny_checkpoint):
     """`gemv_layout`: a matrix with more outputs than inputs is stored column-major (W^T contiguous), any other
     row-major; the values and the names written back are the checkpoint's."""

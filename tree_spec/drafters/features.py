@@ -33,6 +33,13 @@ class _FeatureDrafter(Drafter):
 
     def __init__(self, target: Transformer, head: torch.nn.Module, draft_vocab: torch.Tensor | None = None) -> None:
         super().__init__()
+        if head.hidden_size != target.cfg.hidden_size:
+            raise ValueError(f"this {head.kind} head reads features of width {head.hidden_size}, the target's are "
+                             f"{target.cfg.hidden_size} wide: a head drafts only for the model it was trained on")
+        deepest = max(getattr(head, "feature_layers", ()), default=-1)
+        if deepest >= target.cfg.num_hidden_layers:
+            raise ValueError(f"this {head.kind} head reads the output of layer {deepest}; the target has "
+                             f"{target.cfg.num_hidden_layers} layers")
         self.target, self.head = target, head.to(target.device).eval()
         self.vocab_size, self.device = target.cfg.vocab_size, target.device
         self.seen = 0

@@ -47,7 +47,7 @@ class MedusaHeads(nn.Module):
 
     def __init__(self, hidden_size: int, num_heads: int = 4) -> None:
         super().__init__()
-        self.num_heads = num_heads
+        self.num_heads, self.hidden_size = num_heads, hidden_size
         self.blocks = nn.ModuleList(nn.Linear(hidden_size, hidden_size) for _ in range(num_heads))
         for block in self.blocks:
             nn.init.zeros_(block.weight)
@@ -71,6 +71,11 @@ class RecurrentHead(nn.Module):
         self.cfg = one_layer_config(cfg)
         self.feature_layers = tuple(feature_layers)
         self.layer = DecoderLayer(self.cfg, 0)
+
+    @property
+    def hidden_size(self) -> int:
+        """The width of the features it reads and writes (its target's hidden size)."""
+        return self.cfg.hidden_size
 
     def new_cache(self, batch_size: int, max_len: int, device: torch.device | str = "cpu") -> KVCache:
         """The head's own KV cache (one layer)."""
