@@ -200,3 +200,18 @@ def test_forwards_are_counted_even_when_the_models_own_hooks_are_cleared():
     hooks_cleared = SimpleNamespace(tree_logits=lambda m, *a: (m.embed_tokens._forward_pre_hooks.clear(),
                                                                solution.tree_logits(m, *a))[1])
     assert cases.check(cases.call(hooks_cleared, case, ctx), data["expected"][case.name], case) is None
+
+
+def test_numbers_of_other_types_are_graded_as_the_int_or_float_they_equal():
+    import numpy as np
+
+    from practice.judgekit.compare import int_mismatch, tokens_mismatch
+    from practice.judgekit.wire import decode, encode
+
+    tensors: dict = {}
+    got = decode(encode([np.int64(3), np.float64(0.5), (np.int32(2),), True], tensors), tensors)
+    assert got == [3, 0.5, (2,), True] and [type(v) for v in got] == [int, float, tuple, bool]
+    assert tokens_mismatch(decode(encode([np.int64(4), np.int64(5)], tensors), tensors), [4, 5], "t") is None
+    assert int_mismatch(torch.tensor(14), 14, "nodes") is None  # a 0-d integer tensor, as float_mismatch reads floats
+    assert "expected an int" in int_mismatch(torch.tensor(14.0), 14, "nodes")
+    assert "expected an int" in int_mismatch(14.0, 14, "nodes")

@@ -78,6 +78,9 @@ def tokens_mismatch(got: Any, expected: Sequence[int], what: str) -> str | None:
 
 
 def int_mismatch(got: Any, expected: int, what: str) -> str | None:
+    """An int (or a one-element integer tensor, read with .item(), as `float_mismatch` reads a float), exactly."""
+    if isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_floating_point() and got.dtype != torch.bool:
+        got = got.item()
     if not isinstance(got, int) or isinstance(got, bool):
         return f"{what}: expected an int, got {describe(got)}."
     return None if got == expected else f"{what}: got {got}, expected {expected}."

@@ -1,11 +1,13 @@
 """Raw outputs between the worker and the judge, without pickle: JSON for structure, safetensors for tensors.
 
 encode(value, tensors) -> a JSON-able tree whose tensors are {"tensor": key} with the tensor in `tensors`;
-decode(tree, tensors) reverses it. Tuples and dicts are tagged; anything else travels as its type name and
+decode(tree, tensors) reverses it. Tuples and dicts are tagged; numbers of other types (NumPy's int64 and float64,
+subclasses of int and float) travel as the plain int or float they equal; anything else travels as its type name and
 repr (an `Opaque`), which the checks report as a wrong type.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +27,12 @@ def encode(value: Any, tensors: dict[str, torch.Tensor]) -> Any:
         key = str(len(tensors))
         tensors[key] = value.detach().to("cpu", copy=True).contiguous()
         return {"tensor": key}
-    if value is None or isinstance(value, (bool, str)) or type(value) in (int, float):
+    if value is None or isinstance(value, (bool, str)):
         return value
+    if isinstance(value, numbers.Integral):  # also NumPy's integers (bool was taken above)
+        return int(value)
+    if isinstance(value, numbers.Real):  # also NumPy's floats
+        return float(value)
     if isinstance(value, list):
         return [encode(v, tensors) for v in value]
     if isinstance(value, tuple):
