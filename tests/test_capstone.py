@@ -31,7 +31,7 @@ def settings(tmp_path: Path) -> Settings:
 def test_solutions_pass_every_check(settings: Settings, models: Models) -> None:
     lines: list[str] = []
     result = run(settings, choose(settings, True, {}), Plan.fast(), lines.append, models)
-    assert result.ok, "\n".join(lines)
+    assert result.ok and result.passed, "\n".join(lines)
     assert all(r.identical == r.pkg_identical == Plan.fast().prompts for r in result.rows)
     assert result.sampling_p is not None and result.sampling_p > 0.001
     assert result.figure is not None and result.figure.exists()
@@ -59,6 +59,35 @@ def test_a_wrong_file_is_named_with_its_exercise(settings: Settings, models: Mod
     assert label in text and f"python practice/judge.py test {key}" in text and where in text, text
     if key == "01":  # a wrong mask changes the output: the first diverging token is shown
         assert "expected" in text and "got" in text and "(id " in text
+
+
+def test_the_verdict_follows_the_outputs_even_if_a_piece_silences_the_failure_list(
+        settings: Settings, models: Models, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Capstone, "fail", lambda self, check, keys, message: None)  # what a tampering piece could do
+    lines: list[str] = []
+    sources = choose(settings, True, {"01": EXERCISES / "01-tree-mask" / "wrong" / "causal.py"})
+    result = run(settings, sources, dataclasses.replace(Plan.fast(), prompts=1, samples=20), lines.append, models)
+    assert result.ok and not result.passed  # no failure was recorded, yet the outputs differ
+    assert "greedy outputs identical to plain decoding: no" in "\n".join(lines) and lines[-1].strip().startswith("FAIL")
+
+
+def test_a_piece_counts_only_while_its_file_is_the_one_that_passed(settings: Settings, capsys) -> None:
+    from practice.judgekit.catalog import discover
+    from practice.judgekit.cli import cmd_list
+    from practice.judgekit.progress import Progress
+
+    mask = settings.workspace / "01-tree-mask.py"
+    mask.write_text((EXERCISES / "01-tree-mask" / "solution.py").read_text())
+    progress = Progress()
+    progress.record_pass("01-tree-mask", mask)
+    progress.save(settings.workspace)
+    assert capstone_pieces.passed(settings) == {"01"}
+    mask.write_text(mask.read_text() + "\n# edited after passing\n")
+    assert capstone_pieces.passed(settings) == set()  # the package's mask until `test 1` passes it again
+    cmd_list(settings, discover(EXERCISES))
+    assert "tree-mask              changed" in capsys.readouterr().out
+    Progress({"01-tree-mask"}).save(settings.workspace)  # a state file from before digests were kept
+    assert capstone_pieces.passed(settings) == {"01"}
 
 
 @pytest.mark.parametrize("wrong", ["no_sibling_residual.py"])  # no_q_update fails too (README)

@@ -203,10 +203,10 @@ def reference(settings: Settings, piece: Piece) -> Callable[..., Any]:
 
 
 def passed(settings: Settings) -> set[str]:
-    """Keys of the pieces whose exercise passed and whose workspace file is still there."""
+    """Keys of the pieces whose exercise passed with the workspace file as it is now (an edited file counts again only
+    once `test` passes it again)."""
     progress = Progress.load(settings.workspace)
-    return {p.key for p in PIECES
-            if p.exercise in progress.passed and (settings.workspace / f"{p.exercise}.py").exists()}
+    return {p.key for p in PIECES if progress.still_passes(p.exercise, settings.workspace / f"{p.exercise}.py")}
 
 
 def choose(settings: Settings, solutions: bool, overrides: dict[str, Path]) -> dict[str, Source]:

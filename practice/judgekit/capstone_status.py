@@ -10,10 +10,9 @@ PASSED = "capstone"  # the name a passing capstone run adds to the workspace's p
 
 
 def missing(settings: Settings) -> list[str]:
-    """The required exercises not passed yet (or whose workspace file is gone)."""
+    """The required exercises not passed yet (or whose workspace file is gone or changed since it passed)."""
     progress = Progress.load(settings.workspace)
-    return [name for name in REQUIRED
-            if name not in progress.passed or not (settings.workspace / f"{name}.py").exists()]
+    return [name for name in REQUIRED if not progress.still_passes(name, settings.workspace / f"{name}.py")]
 
 
 def list_line(settings: Settings, number: int) -> str:

@@ -34,7 +34,9 @@ def workspace_file(settings: Settings, ex: Exercise) -> Path:
 def cmd_list(settings: Settings, exercises: list[Exercise]) -> int:
     progress = Progress.load(settings.workspace)
     for ex in exercises:
-        status = "solved" if ex.name in progress.passed else "started" if workspace_file(settings, ex).exists() else ""
+        file = workspace_file(settings, ex)
+        status = ("solved" if progress.still_passes(ex.name, file) else "changed" if ex.name in progress.passed
+                  else "started" if file.exists() else "")
         print(f"  {ex.number:2d}  {ex.slug:<22} {status:<8} {ex.title}")
     print(capstone_status.list_line(settings, len(exercises) + 1))
     print(report.progress_bar(sum(ex.name in progress.passed for ex in exercises), len(exercises)))
@@ -64,7 +66,7 @@ def cmd_test(settings: Settings, ex: Exercise, file: str | None) -> int:
     if result["status"] != "pass":
         return 1
     progress = Progress.load(settings.workspace)
-    progress.passed.add(ex.name)
+    progress.record_pass(ex.name, path)
     progress.save(settings.workspace)
     print(f"Solved. Compare with the reference solution: python practice/judge.py solution {ex.number}")
     return 0
@@ -257,7 +259,7 @@ def parser() -> argparse.ArgumentParser:
     record.add_argument("--device", default="auto", help="auto (cuda when present, else cpu), cpu or cuda")
     cap = sub.add_parser("capstone", help="your passing pieces assembled into one speculative decoder, run and timed")
     cap.add_argument("--solutions", action="store_true", help="maintainer: assemble the shipped solutions")
-    cap.add_argument("--fast", action="store_true", help="2 prompts x 24 tokens, 300 samples (the test suite's mode)")
+    cap.add_argument("--fast", action="store_true", help="2 prompts x 16 tokens, 100 samples (the test suite's mode; a pass is not recorded)")
     cap.add_argument("--piece", action="append", default=[], metavar="NN=FILE", help="take piece NN from FILE")
     return p
 
