@@ -10,8 +10,9 @@ from collections.abc import Sequence
 import torch
 
 from .cache import KVCache
-from .generate import check_budget, eos_token_ids, prompt_tensor, sample_next
+from .generate import check_budget, eos_token_ids, prompt_tensor
 from .model import Transformer
+from .sampling import SamplingParams, sample_next
 
 
 def extend_rows(model: Transformer, cache: KVCache, rows: Sequence[Sequence[int]]) -> torch.Tensor:
@@ -69,6 +70,7 @@ def generate_batch(
     One target forward per step for all unfinished rows. A row ends at its EOS token (kept) or after
     max_new_tokens. Greedy row b equals `generate(model, prompts[b], max_new_tokens)`, cut after EOS.
     """
+    sampling = SamplingParams(temperature, top_k, top_p, generator)
     rows = _token_lists(prompts, model.cfg.vocab_size)
     max_new_tokens = check_budget(max(map(len, rows)), max_new_tokens, model.cfg.max_position_embeddings)
     eos = set(eos_token_ids(eos_token_id, model.cfg.vocab_size))
@@ -79,7 +81,7 @@ def generate_batch(
     active = list(range(len(rows)))                 # out[] index of each cache row
     logits = extend_rows(model, cache, rows)        # prefill: [B, V]
     while True:
-        tokens = sample_next(logits, temperature, top_k, top_p, generator).tolist()
+        tokens = sample_next(logits, sampling).tolist()
         for row, token in zip(active, tokens):
             out[row].append(token)
         keep = [i for i, row in enumerate(active) if out[row][-1] not in eos and len(out[row]) < max_new_tokens]

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import torch
 
 from .model import Transformer
+from .sampling import SamplingParams, sample_next
 
 
 # ---------------------------------------------------------------- argument checks shared with tree_spec's loops
@@ -84,48 +85,6 @@ def check_budget(prompt_len: int, max_new_tokens, limit: int) -> int:
     return max_new_tokens
 
 
-def logits_to_probs(
-    logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None
-) -> torch.Tensor:
-    """logits [..., V] -> the sampling distribution [..., V] (fp32) after temperature, top-k and top-p.
-
-    top-k keeps the k most likely tokens; top-p keeps the smallest set of most likely tokens whose
-    mass reaches p (always at least one). Everything else gets probability exactly 0.
-    """
-    if temperature <= 0:
-        raise ValueError("temperature must be > 0 for sampling (use temperature=0.0 in generate for greedy)")
-    logits = logits.float() / temperature
-    if top_k is not None:
-        if top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
-        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)
-    if top_p is not None:
-        if not 0 < top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-        sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
-        mass_before = sorted_probs.cumsum(-1) - sorted_probs
-        sorted_probs = sorted_probs.masked_fill(mass_before >= top_p, 0.0)
-        probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-        probs = probs / probs.sum(-1, keepdim=True)
-    return probs
-
-
-def sample_next(
-    logits: torch.Tensor,
-    temperature: float = 0.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    generator: torch.Generator | None = None,
-) -> torch.Tensor:
-    """logits [B, V] -> next token ids [B]: argmax when temperature == 0, else a seeded sample."""
-    if temperature == 0.0:
-        return logits.argmax(-1)
-    probs = logits_to_probs(logits, temperature, top_k, top_p)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-
-
 @torch.inference_mode()
 def generate(
     model: Transformer,
@@ -146,6 +105,7 @@ def generate(
     Greedy output is what the speculative loops reproduce token for token: exactly in fp32; in bf16 a
     near-tie between two logits may flip, since a verify pass batches the same tokens differently.
     """
+    sampling = SamplingParams(temperature, top_k, top_p, generator)
     ids = prompt_tensor(ids, model.cfg.vocab_size).to(model.device)
     B, T = ids.shape
     max_new_tokens = check_budget(T, max_new_tokens, model.cfg.max_position_embeddings)
@@ -157,7 +117,7 @@ def generate(
     done = torch.zeros(B, dtype=torch.bool, device=ids.device)
     logits = model(ids, cache=cache)[:, -1]
     for step in range(max_new_tokens):
-        token = sample_next(logits, temperature, top_k, top_p, generator)
+        token = sample_next(logits, sampling)
         if len(eos):
             token = torch.where(done, out[:, step - 1] if step else token, token)
             done |= torch.isin(token, eos)

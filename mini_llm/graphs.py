@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 import torch
 
 from .cache import FixedShapeCache
-from .generate import as_int, check_budget, eos_token_ids, prompt_tensor, sample_next
+from .generate import as_int, check_budget, eos_token_ids, prompt_tensor
 from .model import Transformer
+from .sampling import GREEDY, SamplingParams, sample_next
 
 
 def graphs_available(device: torch.device | str) -> bool:
@@ -75,29 +76,23 @@ class FixedShapeDecoder:
     request) and replayed for every token of every request: capture costs tens of milliseconds, so an engine
     captures at start-up, not per request (vLLM captures its decode graphs when it loads the model).
 
-    graphs: capture the step as a CUDA graph (default: on CUDA when greedy; sampling runs the same code
-    eagerly, since its draws come from your `generator`). The loop never reads the GPU on the host, except
+    sampling: how each token is drawn (`SamplingParams`; greedy by default). graphs: capture the step as a CUDA
+    graph (default: on CUDA when greedy; sampling runs the same code eagerly, since its draws come from your
+    `sampling.generator`). The loop never reads the GPU on the host, except
     once per token to check for `eos_token_id` when one is given.
     """
 
     def __init__(
-        self,
-        model: Transformer,
-        max_len: int,
-        temperature: float = 0.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        generator: torch.Generator | None = None,
-        graphs: bool | None = None,
+        self, model: Transformer, max_len: int, sampling: SamplingParams = GREEDY, graphs: bool | None = None,
     ) -> None:
-        self.model, self.sampling = model, (temperature, top_k, top_p, generator)
-        self.graphs = (graphs_available(model.device) and temperature == 0.0) if graphs is None else graphs
+        self.model, self.sampling = model, sampling
+        self.graphs = (graphs_available(model.device) and sampling.greedy) if graphs is None else graphs
         self.cache = FixedShapeCache(model.cfg, max_len, model.dtype, model.device)
         self.step: CapturedCall | None = None
 
     def _decode_step(self, token: torch.Tensor) -> torch.Tensor:
         """token [1] -> next token [1]: one forward over the fixed-shape cache."""
-        return sample_next(self.model(token[None], cache=self.cache)[:, -1], *self.sampling)
+        return sample_next(self.model(token[None], cache=self.cache)[:, -1], self.sampling)
 
     @torch.inference_mode()
     def generate(
@@ -120,7 +115,7 @@ class FixedShapeDecoder:
         eos = torch.tensor(eos_token_ids(eos_token_id, model.cfg.vocab_size), dtype=torch.long, device=model.device)
         self.cache.truncate(0)
         out = ids.new_empty(max_new_tokens)
-        token = sample_next(model(ids, cache=self.cache)[:, -1], *self.sampling)
+        token = sample_next(model(ids, cache=self.cache)[:, -1], self.sampling)
         out[0] = token[0]
         if self.step is None:
             self.step = CapturedCall(self._decode_step, (token,), self.graphs, state=(self.cache.length,))
@@ -141,6 +136,6 @@ def fixed_shape_generate(
     """One request through a fresh `FixedShapeDecoder` sized for it (it captures its graph for this request only;
     keep a FixedShapeDecoder to serve many). ids [1, T] -> new tokens [1, n], the tokens of `generate`."""
     T = prompt_tensor(ids).shape[-1]
-    decoder = FixedShapeDecoder(model, T + max(as_int(max_new_tokens, "max_new_tokens"), 0), temperature, top_k, top_p,
-                            generator, graphs)
+    sampling = SamplingParams(temperature, top_k, top_p, generator)
+    decoder = FixedShapeDecoder(model, T + max(as_int(max_new_tokens, "max_new_tokens"), 0), sampling, graphs)
     return decoder.generate(ids, max_new_tokens, eos_token_id)

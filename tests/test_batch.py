@@ -227,7 +227,8 @@ def test_a_token_level_proposer_that_returns_a_branching_tree_is_refused_by_name
     from tree_spec import DraftTree, Drafter
 
     class Branchy(Drafter):  # proposes two siblings where the batched loop asked for a chain
-        vocab_size, device = target.cfg.vocab_size, torch.device("cpu")
+        def __init__(self):
+            super().__init__(target.cfg.vocab_size, "cpu")
 
         def reset(self, max_len):
             pass

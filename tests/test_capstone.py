@@ -57,6 +57,8 @@ def test_a_wrong_file_is_named_with_its_exercise(settings: Settings, models: Mod
     assert cap.result.failures and all(f.keys == [key] for f in cap.result.failures), text
     label = capstone_pieces.BY_KEY[key].label
     assert label in text and f"python practice/judge.py test {key}" in text and where in text, text
+    if where.startswith("on "):  # the acceptance walk: a rule broken, whatever the outputs
+        assert not cap.result.rules_followed
     if key == "01":  # a wrong mask changes the output: the first diverging token is shown
         assert "expected" in text and "got" in text and "(id " in text
 

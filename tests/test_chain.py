@@ -140,7 +140,8 @@ def test_confidence_stop_on_a_sampled_tree_whose_nodes_have_different_numbers_of
     from tree_spec import Drafter, build_draft_tree
 
     class Uneven(Drafter):  # the root's row allows 3 tokens; every other row allows 1 (token 5) or 2 (5 and 6)
-        vocab_size, device = 8, torch.device("cpu")
+        def __init__(self):
+            super().__init__(8, "cpu")
 
         def reset(self, max_len):
             pass
@@ -290,7 +291,8 @@ def test_a_drafter_whose_tree_the_loop_cannot_verify_is_named_in_a_clear_error(p
     target = random_model()
 
     class Custom(Drafter):  # a learner's drafter that gets one rule of the proposal contract wrong
-        vocab_size, device = target.cfg.vocab_size, torch.device("cpu")
+        def __init__(self):
+            super().__init__(target.cfg.vocab_size, "cpu")
 
         def reset(self, max_len):
             pass

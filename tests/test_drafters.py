@@ -139,7 +139,8 @@ def reference_logits(target, head, feats, context, path):
 class FixedDrafter(Drafter):
     """Every node gets the same draft distribution: tokens 0, 1, 2 with probabilities 0.5, 0.3, 0.2."""
 
-    vocab_size, device = 8, torch.device("cpu")
+    def __init__(self):
+        super().__init__(8, "cpu")
 
     def reset(self, max_len):
         pass
@@ -221,7 +222,8 @@ def test_ngram_draft_mass_stays_on_the_continuations_at_any_serving_temperature(
 class PathDrafter(Drafter):
     """Toy drafter over 5 tokens whose distribution depends on the node's path (seeded by its tokens)."""
 
-    vocab_size, device = 5, torch.device("cpu")
+    def __init__(self):
+        super().__init__(5, "cpu")
 
     def reset(self, max_len):
         pass

@@ -115,12 +115,9 @@ class IIDDrafter:
 
         class _IID(Drafter):
             def __init__(self, greedy: list[int], vocab: int, alpha: float, seed: int) -> None:
-                super().__init__()
+                super().__init__(vocab, "cpu")
                 self.greedy, self.vocab, self.alpha = greedy, vocab, alpha
                 self.generator = torch.Generator().manual_seed(seed)
-
-            vocab_size = property(lambda self: self.vocab)
-            device = property(lambda self: torch.device("cpu"))
 
             def reset(self, max_len: int) -> None:
                 pass

@@ -8,8 +8,8 @@ The names below are what a learner calls. The layout (see docs/ARCHITECTURE.md):
 - `analysis` and `ui`: the course's measurement, tuning, benchmarks, widgets and plots.
 """
 from .core.accept import accept_greedy
-from .core.contracts import SamplingParams
-from .core.growth import DraftTree, build_draft_tree, build_dynamic_tree
+from .core.contracts import DraftTree, SamplingParams
+from .core.growth import build_draft_tree, build_dynamic_tree
 from .core.output import SpecOutput
 from .core.sampling import residual, verify_chain, verify_tree
 from .core.topology import depths, positions, tree_mask

@@ -1,9 +1,9 @@
 """Proposers made of the learner's drafting functions (exercises 11, 12, 13, 15), for the capstone's loop.
 
-Each implements the package's `Proposer` members (docs/ARCHITECTURE.md) around a level-wise drafter and calls
-the piece through `Pieces.call`, so that an exception or a malformed tree names the piece. A `Shadow` compares
-every drafted tree with the exercise's solution on the same inputs (greedy output stays identical whatever the
-drafts, so this is how a wrong drafter shows).
+Each is a package `Proposer` (docs/ARCHITECTURE.md) around a level-wise drafter and calls the piece through
+`Pieces.call`, so that an exception or a malformed tree names the piece (at the new token the request's context
+gives: `Pieces.locate`). A `Shadow` compares every drafted tree with the exercise's solution on the same inputs
+(greedy output stays identical whatever the drafts, so this is how a wrong drafter shows).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tree_spec import DraftTree
 from tree_spec.core.contracts import DraftRequest, TargetFeatures
 from tree_spec.drafters.base import Drafter
 
-from .capstone_loop import Pieces, Shadow, _check_tree
+from .capstone_loop import Pieces, Shadow, check_tree
 
 
 class _Base:
@@ -44,12 +44,13 @@ class _Base:
     def _tree(self, request: DraftRequest, args: Callable[[], tuple[Any, ...]]) -> DraftTree:
         """Call the piece on args(), check the tree, shadow it with the reference on fresh args() -> DraftTree."""
         self.calls += 1
+        self.pieces.locate(len(request.context))
         out = self.pieces.call(self.key, *args())
-        problem = _check_tree(out, request.root, request.max_depth)
-        if problem:
-            raise self.pieces.fail(self.key, problem)
+        tree = check_tree(out, request.root, request.max_depth, self.vocab_size)
+        if isinstance(tree, str):
+            raise self.pieces.fail(self.key, tree)
         self.shadow.compare(out, self.pieces.where, args)
-        return DraftTree(list(out[0]), list(out[1]))
+        return tree
 
 
 class NGramProposer(_Base):
@@ -69,12 +70,14 @@ class NGramProposer(_Base):
     def propose(self, request: DraftRequest) -> DraftTree:
         seq, k = [*request.context, request.root], min(self.k, request.max_depth)
         self.calls += 1
+        self.pieces.locate(len(request.context))
         drafts: list[int] = []
         for n in self.ngrams:
             drafts = self.pieces.call(self.key, list(seq), n, k)
-            if not (isinstance(drafts, list) and len(drafts) <= k and all(isinstance(t, int) for t in drafts)):
-                raise self.pieces.fail(self.key, f"returned {drafts!r:.80} for n = {n}, k = {k}: "
-                                                 f"need a list of at most k token ids")
+            if not (isinstance(drafts, list) and len(drafts) <= k
+                    and all(isinstance(t, int) and 0 <= t < self.vocab_size for t in drafts)):
+                raise self.pieces.fail(self.key, f"returned {drafts!r:.80} for n = {n}, k = {k}: need a list of "
+                                                 f"at most k token ids in [0, {self.vocab_size})")
             self.shadow.compare(drafts, f"{self.pieces.where} (n = {n})", lambda: (list(seq), n, k))
             if drafts:
                 break
@@ -171,9 +174,8 @@ class ReversedDraft(Drafter):
     the rejections and residuals of piece 07 decide most tokens."""
 
     def __init__(self, drafter: Drafter, top_k: int, scale: float = 4.0) -> None:
-        super().__init__()
+        super().__init__(drafter.vocab_size, drafter.device)
         self.drafter, self.top_k, self.scale = drafter, top_k, scale
-        self.vocab_size, self.device = drafter.vocab_size, drafter.device
 
     def reset(self, max_len: int) -> None:
         self.drafter.reset(max_len)

@@ -1,29 +1,33 @@
-"""The capstone's decoder: the package's loop (`tree_spec.decoding.loop.speculate` / `verify`) with every rule
-replaced by an exercise function, and proposers built from the learner's drafting functions.
+"""The capstone's decoder: the package's loop (`tree_spec.decoding.loop.speculate`) with the rules of every verify
+pass replaced by exercise functions (`PieceRules`, a `VerifyRules`), and proposers built from the learner's drafting
+functions (capstone_drafters).
 
 Per step: a proposer drafts a tree (tokens, parents) below the last committed token; the verify pass feeds it
 with the piece-01 mask and the piece-02 positions in ONE target forward over the KV cache (or, cache-free,
 through piece 10's `tree_logits`); piece 03 walks the accepted path (greedy) or piece 07 samples it; piece 09
-keeps the path's K/V. Every call goes through `Pieces.call`, which checks what came back and turns an exception,
-a malformed result or a call that does not return (`capstone_pieces.time_limit`) into a `PieceError` that names
-the function, the exercise and where it happened.
+keeps the path's K/V. The loop around them is the package's: request validation, proposal checks, features,
+`observe_verify`, the EOS cut. Every call goes through `Pieces.call`, which checks what came back and turns an
+exception, a malformed result or a call that does not return (`capstone_pieces.time_limit`) into a `PieceError`
+that names the function, the exercise and where it happened.
 """
 from __future__ import annotations
 
+import operator
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from mini_llm import KVCache, Transformer, sample_next
+from mini_llm import KVCache, Transformer
 from tree_spec import DraftTree, SamplingParams
-from tree_spec.core.contracts import GREEDY, NO_TRACE, Branching, DraftRequest, DynamicShape, Trace
+from tree_spec.core.contracts import GREEDY, NO_TRACE, Branching, DynamicShape, Proposer, TargetFeatures, Trace
 from tree_spec.core.output import SpecOutput
-from tree_spec.core.topology import depths, validate_parents
-from tree_spec.decoding.loop import target_forward
+from tree_spec.core.topology import depths
+from tree_spec.decoding.loop import speculate
+from tree_spec.decoding.rules import VerifyRules
 
 from .capstone_pieces import BY_KEY, Piece, PieceError, PieceTimeout, Source, time_limit, timeout_message
 
@@ -34,21 +38,34 @@ def _is_path(path: Any, parents: Sequence[int]) -> bool:
             and all(0 <= b < len(parents) and parents[b] == a for a, b in zip(path, path[1:])))
 
 
-def _check_tree(out: Any, root: int, max_depth: int) -> str | None:
-    """None when `out` is (tokens, parents) of a valid tree rooted at `root`, at most `max_depth` deep."""
+def _ints(values: list[Any]) -> list[int] | None:
+    """The values as ints (ints, NumPy integers, 0-d integer tensors), or None if one is not an integer."""
+    try:
+        return [operator.index(v) for v in values]
+    except TypeError:
+        return None
+
+
+def check_tree(out: Any, root: int, max_depth: int, vocab_size: int) -> DraftTree | str:
+    """The DraftTree when `out` is (tokens, parents) of a valid tree of integers rooted at `root`, its tokens in
+    [0, vocab_size), at most `max_depth` deep; else what is wrong."""
     if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], list) and isinstance(out[1], list)):
         return f"expected (tokens, parents) as two lists, got {type(out).__name__}"
-    tokens, parents = out
+    tokens, parents = _ints(out[0]), _ints(out[1])
+    if tokens is None or parents is None:
+        return f"tokens {out[0][:8]} / parents {out[1][:8]}: need lists of integers"
     if len(tokens) != len(parents) or not tokens or tokens[0] != root:
         return f"tokens {tokens[:8]} / parents {parents[:8]}: need equal lengths and tokens[0] == root {root}"
+    outside = [t for t in tokens if not 0 <= t < vocab_size]
+    if outside:
+        return f"token {outside[0]} is outside the vocabulary [0, {vocab_size})"
     try:
-        validate_parents(parents)
+        deepest = max(depths(parents))
     except ValueError as e:
         return str(e)
-    depth = [0] * len(parents)
-    for i in range(1, len(parents)):
-        depth[i] = depth[parents[i]] + 1
-    return None if max(depth) <= max_depth else f"the tree is {max(depth)} deep; the loop asked for at most {max_depth}"
+    if deepest > max_depth:
+        return f"the tree is {deepest} deep; the loop asked for at most {max_depth}"
+    return DraftTree(tokens, parents)
 
 
 @dataclass
@@ -74,18 +91,24 @@ class Shadow:
 
 @dataclass
 class Pieces:
-    """The functions the decoder calls, by piece key, and where each came from. `prompt` (set by the runner) and
-    `position` (set by the loop: the new token the step drafts after) say where a failure happened.
-    accept_shadow: checks piece 03's paths against the rule (a path cut short keeps the output identical)."""
+    """The functions the decoder calls, by piece key, and where each came from. `prompt` (the runner's label) and
+    `position` say where a failure happened: `locate(start)` sets the position from the `start` tokens before a
+    step's root (`speculate_with` sets `prompt_len`). accept_shadow: checks piece 03's paths against the rule (a
+    path cut short keeps the output identical)."""
 
     sources: dict[str, Source]
     prompt: str = ""
-    position: int = 0
     accept_shadow: Shadow | None = None
+    prompt_len: int = 0
+    position: int = 0
 
     @property
     def where(self) -> str:
         return f"{self.prompt}, new token {self.position}"
+
+    def locate(self, start: int) -> None:
+        """A step whose root follows `start` tokens (prompt included) decides new token start - prompt_len + 1."""
+        self.position = start - self.prompt_len + 1
 
     def fn(self, key: str) -> Callable[..., Any]:
         return self.sources[key].fn
@@ -173,26 +196,49 @@ def _short(value: Any) -> str:
     return repr(value)
 
 
-@dataclass
-class Step:
-    """One verify pass of the decoder (for the timeline): tokens fed and tokens committed."""
+class PieceRules(VerifyRules):
+    """The verify pass with the pieces: 01 mask and 02 positions (every tree, chains too), 03 the greedy path, 07
+    the sampled one, 09 keep_path; the target pass is the package's."""
 
-    fed: int
-    committed: int
+    def __init__(self, pieces: Pieces) -> None:
+        self.pieces = pieces
+
+    def layout(self, parents: list[int], start: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        self.pieces.locate(start)
+        mask = self.pieces.mask(parents).to(device)
+        return self.pieces.positions(parents, start).to(device), mask
+
+    def accept(self, tokens: list[int], parents: list[int], target_logits: torch.Tensor) -> tuple[list[int], int]:
+        path = self.pieces.accept(tokens, parents, target_logits)
+        return path, int(target_logits[path[-1]].argmax())
+
+    def sample(self, tree: DraftTree, target_probs: torch.Tensor, generator: torch.Generator | None, chain: bool
+               ) -> tuple[list[int], int]:
+        return self.pieces.sample_path(tree, target_probs, generator)
+
+    def keep(self, cache: KVCache, start: int, path: list[int], chain: bool) -> None:
+        self.pieces.keep_path(cache, start, path)
 
 
-@dataclass
-class Decoded:
-    """One generation: the SpecOutput (tokens, τ counters) and its verify passes."""
+class CacheFreeRules(PieceRules):
+    """Every tree verified by piece 10 (`tree_logits`: a fresh prefill of the context per pass, no features); the
+    loop's cache then only counts the committed tokens, its slots never read."""
 
-    output: SpecOutput
-    steps: list[Step] = field(default_factory=list)
+    def layout(self, parents: list[int], start: int, device: torch.device) -> tuple[None, None]:
+        self.pieces.locate(start)
+        return None, None
+
+    def forward(self, target: Transformer, drafter: Proposer, context: Sequence[int], tree: DraftTree,
+                cache: KVCache, positions: None, mask: None) -> tuple[torch.Tensor, TargetFeatures | None]:
+        return self.pieces.tree_logits(target, list(context), tree.tokens, tree.parents), None
+
+    def keep(self, cache: KVCache, start: int, path: list[int], chain: bool) -> None:
+        cache.length = start + len(path)
 
 
-@torch.inference_mode()
-def decode(
+def speculate_with(
     target: Transformer,
-    proposer: Any,
+    proposer: Proposer,
     prompt: Sequence[int],
     max_new_tokens: int,
     pieces: Pieces,
@@ -200,52 +246,11 @@ def decode(
     sampling: SamplingParams = GREEDY,
     trace: Trace = NO_TRACE,
     cached: bool = True,
-) -> Decoded:
-    """Speculative decoding of `max_new_tokens` after `prompt` with the pieces' rules (no EOS stop).
-
-    proposer: a `Proposer` (`propose(DraftRequest) -> DraftTree`); under sampling its trees carry draft_probs.
-    cached=False verifies each tree with piece 10 (a fresh prefill per pass) instead of the KV cache.
-    """
-    prompt = list(prompt)
-    max_len = len(prompt) + max_new_tokens + shape.max_nodes + 1
-    proposer.reset(max_len)
-    out, steps = SpecOutput(), []
-    ids = torch.tensor([prompt], device=target.device)
-    cache = target.new_cache(batch_size=1, max_len=max_len) if cached else None
-    with trace.span("prefill", tokens=len(prompt)):
-        if cached:
-            logits, feats = target_forward(target, proposer, ids, cache)
-        else:
-            logits, feats = target(ids)[0], None
-    if feats is not None:
-        proposer.observe(feats)
-    out.target_calls = 1
-    out.tokens.append(int(sample_next(logits[-1:], sampling.temperature, sampling.top_k, sampling.top_p,
-                                      sampling.generator)))
-    while len(out.tokens) < max_new_tokens:
-        context, root = prompt + out.tokens[:-1], out.tokens[-1]
-        pieces.position = len(out.tokens)
-        with trace.span("draft"):
-            tree = proposer.propose(DraftRequest(context, root, shape, max_new_tokens - len(out.tokens) - 1,
-                                                 sampling, trace))
-        tokens, parents, n, start = tree.tokens, tree.parents, len(tree.tokens), len(context)
-        with trace.span("verify", tokens=n):
-            if cached:
-                mask = pieces.mask(parents).to(target.device)
-                pos = pieces.positions(parents, start).to(target.device)
-                logits, feats = target_forward(target, proposer, torch.tensor([tokens], device=target.device),
-                                               cache, pos, mask)
-            else:
-                logits, feats = pieces.tree_logits(target, context, tokens, parents), None
-        if sampling.greedy:
-            path = pieces.accept(tokens, parents, logits)
-            next_token = int(logits[path[-1]].argmax())
-        else:
-            path, next_token = pieces.sample_path(tree, sampling.probs(logits), sampling.generator)
-        if cached:
-            pieces.keep_path(cache, start, path)
-        if feats is not None:
-            proposer.observe(feats.rows(path))
-        out.commit([tokens[i] for i in path[1:]], next_token, n - 1, max(depths(parents)), frozenset())
-        steps.append(Step(n, len(path)))
-    return Decoded(out, steps)
+) -> SpecOutput:
+    """The package's `speculate` (no EOS id: exactly `max_new_tokens`) with the pieces' verify rules, under
+    inference mode as `generate` runs. proposer: under sampling its trees carry draft_probs. cached=False
+    verifies each tree with piece 10 (`CacheFreeRules`) instead of over the KV cache."""
+    pieces.prompt_len = len(prompt)
+    rules = PieceRules(pieces) if cached else CacheFreeRules(pieces)
+    with torch.inference_mode():
+        return speculate(target, proposer, list(prompt), max_new_tokens, shape, sampling, trace=trace, rules=rules)

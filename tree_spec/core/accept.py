@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .topology import validate_parents
+from .topology import depths, validate_parents
 
 
 def accept_chain_greedy(
@@ -60,14 +60,12 @@ def accepted_path(tokens: Sequence[int], parents: Sequence[int], predicted: Sequ
     A node is accepted when its token is the target's argmax after its parent and its parent is accepted; the
     path ends at the deepest accepted node, the lowest id among equally deep ones. A chain is the tree whose
     node i has parent i - 1, so this is `accept_chain_greedy` too."""
-    accepted, depth, best = [True] * len(tokens), [0] * len(tokens), 0
+    accepted, depth, best = [True] * len(tokens), depths(parents), 0
     for i in range(1, len(tokens)):
         p = parents[i]
         accepted[i] = accepted[p] and tokens[i] == predicted[p]
-        if accepted[i]:
-            depth[i] = depth[p] + 1
-            if depth[i] > depth[best]:
-                best = i
+        if accepted[i] and depth[i] > depth[best]:
+            best = i
     path = [best]
     while path[-1]:
         path.append(parents[path[-1]])

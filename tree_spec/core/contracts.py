@@ -1,30 +1,27 @@
 """The contracts between the decoding loops and the draft sources, in one place.
 
-- `SamplingParams`: how the target's (and a sampled draft's) logits become a distribution, and where random
-  numbers come from. Temperature 0 is greedy.
+- `SamplingParams` (defined in `mini_llm.sampling`, re-exported here): how the target's (and a sampled draft's)
+  logits become a distribution, and where random numbers come from. Temperature 0 is greedy.
 - `Branching` and `DynamicShape`: what a loop asks a proposer to draft; `DraftRequest` carries one such ask.
 - `Proposer`: anything that drafts a tree (a chain is a tree) and hears what the target verified. Every
-  single-sequence loop consumes it; `BatchProposer` is its batched form.
+  single-sequence loop consumes it; `BatchProposer` is its batched form. `DraftTree` is what it returns;
+  `core.proposal` checks a proposer and its proposals against these rules.
 - `StepResult`: what one verify pass commits. `Trace`: the hook the loops report their phases to.
-- `Cache`: the KV-cache operations the loops rely on (`mini_llm.KVCache` implements them).
 See docs/ARCHITECTURE.md for how the pieces fit.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import torch
 
-from mini_llm import logits_to_probs
 from mini_llm.generate import as_int
+from mini_llm.sampling import GREEDY, SamplingParams
 
 from .topology import tree_node_count
-
-if TYPE_CHECKING:
-    from .growth import DraftTree
 
 
 @dataclass
@@ -48,33 +45,12 @@ class TargetFeatures:
         return TargetFeatures(self.hidden[idx], tuple(x[idx] for x in self.layers))
 
 
-@dataclass(frozen=True)
-class SamplingParams:
-    """temperature (0: greedy), top_k / top_p truncation (None: off), and the generator every draw uses."""
-
-    temperature: float = 0.0
-    top_k: int | None = None
-    top_p: float | None = None
-    generator: torch.Generator | None = None
-
-    def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if self.top_k is not None and self.top_k < 1:
-            raise ValueError(f"top_k must be >= 1 or None, got {self.top_k}")
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1] or None, got {self.top_p}")
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0.0
-
-    def probs(self, logits: torch.Tensor) -> torch.Tensor:
-        """logits [..., V] -> the distribution [..., V] these parameters sample from (not for greedy)."""
-        return logits_to_probs(logits, self.temperature, self.top_k, self.top_p)
-
-
-GREEDY = SamplingParams()
+def check_k(k: object) -> int:
+    """k, the drafts of a chain, as a checked int: ValueError unless it is an integer >= 1."""
+    k = as_int(k, "k")
+    if k < 1:
+        raise ValueError(f"k must be >= 1 (the drafts per chain), got {k}")
+    return k
 
 
 def check_min_path_prob(min_path_prob: float) -> None:
@@ -183,6 +159,23 @@ class DraftRequest:
 
 
 @dataclass
+class DraftTree:
+    """What a proposer returns: a drafted tree, node 0 the root; unpacks as `tokens, parents = tree`.
+
+    draft_probs [n, V]: row i is the distribution node i's children were sampled from (without replacement, children
+    in index order = draw order); rows of leaves are 0 (a chain may leave out its leaf's row: [n - 1, V]). None when
+    greedy.
+    """
+
+    tokens: list[int]
+    parents: list[int]
+    draft_probs: torch.Tensor | None = None
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter((self.tokens, self.parents))
+
+
+@dataclass
 class StepResult:
     """What one verify pass commits: the accepted draft tokens, the target's own token after them, how many
     draft tokens it proposed and how deep, and the target's features of the committed rows (root first; None
@@ -197,10 +190,19 @@ class StepResult:
 
 @runtime_checkable
 class Proposer(Protocol):
-    """A draft source every single-sequence loop consumes.
+    """A draft source every single-sequence loop consumes (`core.proposal.check_proposer` names a missing member).
 
     `calls` counts its forward passes; `feature_layers` is None for drafters that read tokens only, else the
     target layers whose outputs it gets through `observe` (one row per committed token, in order).
+
+    Optional capabilities, each with a default for a proposer that lacks it:
+    - `limits(shape) -> (nodes, depth)`: the most draft nodes and levels its proposals for `shape` hold (default
+      `shape.max_nodes`, `shape.depth`; `core.proposal.proposal_limits`). Lookahead, whose trie ignores the shape,
+      declares its own.
+    - `batched() -> BatchProposer`: its form for the batched loop, or TypeError saying why it has none (default: one
+      copy per row for a proposer that reads no features; `drafters.batch.as_batch_drafter`).
+    - `fixed_shape_twin`: which fixed-shape drafter drafts as it does, "model" (the causal LM in `.model`) or
+      "recurrent_head" (the head in `.head`); None or absent: none (`fixed_shape.drafters.fixed_shape_drafter`).
     """
 
     calls: int
@@ -223,6 +225,9 @@ class Proposer(Protocol):
 
     def observe_verify(self, tokens: Sequence[int], parents: Sequence[int], target_logits: torch.Tensor) -> None:
         """Every verify pass: the tree fed (node 0 = root) and the target's logits [n, V] at each node."""
+
+
+PROPOSER_MEMBERS: tuple[str, ...] = (*Proposer.__annotations__, *(m for m in vars(Proposer) if not m.startswith("_")))
 
 
 class LevelDrafter(Protocol):
@@ -262,19 +267,3 @@ class BatchProposer(Protocol):
     ) -> tuple[list[list[int]], torch.Tensor | None]:
         """At most k drafts per row after contexts[b] (whose last token is the root) -> (drafts [B][<= k], the draft
         distributions [B, k, V] they were sampled from, or None when greedy)."""
-
-
-class Cache(Protocol):
-    """The KV-cache operations every loop relies on; rollback moves a length, never recomputes."""
-
-    @property
-    def length(self) -> int: ...
-
-    def truncate(self, length: int | Sequence[int]) -> None:
-        """Keep the first `length` slots (per row when a sequence)."""
-
-    def compact(self, start: int, path: Sequence[int]) -> None:
-        """Keep slots start + path[i] at start + i (an accepted tree path), drop the rest past start."""
-
-    def select_rows(self, rows: Sequence[int]) -> None:
-        """Keep only these batch rows, in this order."""

@@ -24,30 +24,17 @@ stop reads the same scores, so whether a node gets children never depends on its
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import torch
 
 from mini_llm.generate import as_int
 
-from .contracts import GREEDY, NO_TRACE, Branching, DraftRequest, DynamicShape, LevelDrafter, SamplingParams, Trace
-
-
-@dataclass
-class DraftTree:
-    """A drafted tree; unpacks as `tokens, parents = tree`.
-
-    draft_probs [n, V]: row i is the distribution node i's children were sampled from (without
-    replacement, children in index order = draw order); rows of leaves are 0. None when greedy.
-    """
-
-    tokens: list[int]
-    parents: list[int]
-    draft_probs: torch.Tensor | None = None
-
-    def __iter__(self) -> Iterator[list[int]]:
-        return iter((self.tokens, self.parents))
+from .contracts import (
+    GREEDY, NO_TRACE, Branching, DraftRequest, DraftTree, DynamicShape, LevelDrafter, SamplingParams, Trace,
+)
+from .proposal import check_level_logits, check_rows_drawable
+from .topology import depths
 
 
 @torch.inference_mode()
@@ -69,24 +56,47 @@ def top_children(logits: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.
     return top.indices, top.values
 
 
-def _level(drafter: LevelDrafter, context: Sequence[int], tokens: list[int], parents: list[int],
-           frontier: list[int], trace: Trace) -> torch.Tensor:
-    """One drafter call: logits [len(frontier), V] after each frontier node."""
+def checked_logits(drafter: LevelDrafter, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int],
+                   frontier: Sequence[int]) -> torch.Tensor:
+    """`drafter.next_logits(...)`, refused unless it is [len(frontier), V] (`check_level_logits`)."""
+    return check_level_logits(drafter, drafter.next_logits(context, tokens, parents, frontier), frontier)
+
+
+def default_next_top(drafter: LevelDrafter, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int],
+                     frontier: Sequence[int], width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`top_children` of the drafter's checked logits: the best children [len(frontier), w] of a drafter that does not
+    pick them itself (`Drafter.next_top`'s default)."""
+    return top_children(checked_logits(drafter, context, tokens, parents, frontier), width)
+
+
+def _level_probs(drafter: LevelDrafter, context: Sequence[int], tokens: list[int], parents: list[int],
+                 frontier: list[int], sampling: SamplingParams, trace: Trace) -> tuple[torch.Tensor, list[int]]:
+    """One drafter call, sampled: the draft distributions [len(frontier), V] after each frontier node, and how many
+    tokens each gives a chance (one host read); a row with none is refused (`check_rows_drawable`)."""
     with trace.span("draft_call", width=len(frontier)):
-        return drafter.next_logits(context, tokens, parents, frontier)
+        probs = sampling.probs(checked_logits(drafter, context, tokens, parents, frontier))
+    drawable = (probs > 0).sum(-1).tolist()
+    check_rows_drawable(drafter, frontier, [n > 0 for n in drawable])
+    return probs, drawable
 
 
 def _level_top(drafter: LevelDrafter, context: Sequence[int], tokens: list[int], parents: list[int],
                frontier: list[int], width: int, trace: Trace) -> tuple[list[list[int]], list[list[float]]]:
     """One drafter call, greedy: the `width` best children of each frontier node and their draft log-probabilities,
     as lists [len(frontier)][w]. A drafter with `next_top` (every `Drafter`) picks them itself, e.g. over its
-    reduced vocabulary; for any other, `top_children` of its logits."""
+    reduced vocabulary; for any other, `default_next_top`. A node whose best child is not finite is refused."""
     with trace.span("draft_call", width=len(frontier)):
-        if hasattr(drafter, "next_top"):
-            ids, logp = drafter.next_top(context, tokens, parents, frontier, width)
+        pick = getattr(drafter, "next_top", None)
+        if pick is None:
+            ids, logp = default_next_top(drafter, context, tokens, parents, frontier, width)
         else:
-            ids, logp = top_children(drafter.next_logits(context, tokens, parents, frontier), width)
-        return ids.tolist(), logp.tolist()
+            ids, logp = pick(context, tokens, parents, frontier, width)
+        ids, logp = ids.tolist(), logp.tolist()
+    if len(ids) != len(frontier):
+        raise ValueError(f"{type(drafter).__name__}.next_top returned {len(ids)} rows for {len(frontier)} frontier "
+                         "nodes: it must return one row per frontier node")
+    check_rows_drawable(drafter, frontier, [bool(row) and math.isfinite(row[0]) for row in logp])
+    return ids, logp
 
 
 @torch.inference_mode()
@@ -126,13 +136,10 @@ def _grow_branching(drafter: LevelDrafter, context: Sequence[int], root: int, br
             children, logp = _level_top(drafter, context, tokens, parents, frontier, width, trace)
             child_probs = [[math.exp(x) for x in row] for row in logp] if min_path_prob else None
         else:
-            probs = sampling.probs(_level(drafter, context, tokens, parents, frontier, trace))  # [len(frontier), V]
+            probs, drawable = _level_probs(drafter, context, tokens, parents, frontier, sampling, trace)  # [f, V]
             draft_rows += zip(frontier, probs)
-            children = [
-                torch.multinomial(p, min(width, int((p > 0).sum())), replacement=False,
-                                  generator=sampling.generator).tolist()
-                for p in probs
-            ]
+            children = [torch.multinomial(p, min(width, n), replacement=False, generator=sampling.generator).tolist()
+                        for p, n in zip(probs, drawable)]
             # a node's children may be fewer than its width (sampling without replacement): one row at a time
             child_probs = [p[kids].tolist() for p, kids in zip(probs, children)] if min_path_prob else None
         next_frontier = []
@@ -197,7 +204,7 @@ def expand_candidates(
     probability below `min_path_prob`), the `width` best nodes of each level given `width` children -> every
     candidate's (tokens, parents, score, depth) with the root at index 0, and (sampling) the distribution [V] each
     expanded node's children were drawn from."""
-    tokens, parents, score, depth_of = [int(root)], [-1], [0.0], [0]
+    tokens, parents, score = [int(root)], [-1], [0.0]
     rows: dict[int, torch.Tensor] = {}
     frontier = [0]
     for _ in range(depth):
@@ -206,12 +213,9 @@ def expand_candidates(
         if sampling.greedy:  # the top-width children and their log-probabilities
             picks, slot = _level_top(drafter, context, tokens, parents, frontier, width, trace)
         else:
-            probs = sampling.probs(_level(drafter, context, tokens, parents, frontier, trace))  # [len(frontier), V]
-            picks = [
-                torch.multinomial(p, min(width, int((p > 0).sum())), replacement=False,
-                                  generator=sampling.generator).tolist()
-                for p in probs
-            ]
+            probs, drawable = _level_probs(drafter, context, tokens, parents, frontier, sampling, trace)  # [f, V]
+            picks = [torch.multinomial(p, min(width, n), replacement=False, generator=sampling.generator).tolist()
+                     for p, n in zip(probs, drawable)]
             rows.update(zip(frontier, probs))
             slot = probs.log().topk(min(width, probs.shape[-1]), dim=-1).values.tolist()
         level = []
@@ -220,10 +224,9 @@ def expand_candidates(
                 tokens.append(token)
                 parents.append(node)
                 score.append(score[node] + slot[r][rank])
-                depth_of.append(depth_of[node] + 1)
                 level.append(len(tokens) - 1)
         frontier = sorted(sorted(level, key=lambda i: -score[i])[:width])
-    return tokens, parents, score, depth_of, rows
+    return tokens, parents, score, depths(parents), rows
 
 
 TIE_BREAK = 1e-6  # subtracted per level from a candidate's score, so a child never ties its parent in `rerank`

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .topology import validate_parents
+from .topology import children
 
 
 def residual(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
@@ -97,15 +97,6 @@ def verify_chain(
     return int(n_accepted), int(next_token)
 
 
-def _children(parents: Sequence[int]) -> list[list[int]]:
-    """children[i] = the ids of node i's children in index order; ValueError on a malformed tree."""
-    validate_parents(parents)
-    children: list[list[int]] = [[] for _ in parents]
-    for i in range(1, len(parents)):
-        children[parents[i]].append(i)
-    return children
-
-
 def verify_tree(
     tokens: Sequence[int] | torch.Tensor,
     parents: Sequence[int],
@@ -141,7 +132,7 @@ def verify_tree(
     """
     token_ids = torch.as_tensor(tokens, device="cpu").tolist()
     parent_ids = list(parents)
-    children = _children(parent_ids)
+    kids = children(parent_ids)
     n = len(parent_ids)
     if len(token_ids) != n:
         raise ValueError(f"tokens has {len(token_ids)} entries but parents has {n}")
@@ -151,9 +142,9 @@ def verify_tree(
             f"{tuple(target_probs.shape)}"
         )
     node, path = 0, [0]
-    while children[node]:
+    while kids[node]:
         target, draft = target_probs[node], draft_probs[node].clone()
-        for child in children[node]:
+        for child in kids[node]:
             x = token_ids[child]
             if _accept(float(target[x]), float(draft[x]), generator, target_probs.device):
                 node = child

@@ -1,4 +1,4 @@
-"""Token-tree topology: parent lists, depths, depth positions and the tree attention mask.
+"""Token-tree topology: parent lists, children, depths, depth positions and the tree attention mask.
 
 A tree is `tokens: list[int]` and `parents: list[int]`; node 0 is the root, `parents[0] == -1` and
 `parents[i] < i` (a parent comes before its children). Re-exported by `tree_spec.tree`.
@@ -30,6 +30,15 @@ def depths(parents: Sequence[int]) -> list[int]:
     for i in range(1, len(parents)):
         d[i] = d[parents[i]] + 1
     return d
+
+
+def children(parents: Sequence[int]) -> list[list[int]]:
+    """children[i] = the ids of node i's children, in index order."""
+    validate_parents(parents)
+    kids: list[list[int]] = [[] for _ in parents]
+    for i in range(1, len(parents)):
+        kids[parents[i]].append(i)
+    return kids
 
 
 def positions(parents: Sequence[int], prefix_len: int, device: torch.device | str | None = None) -> torch.Tensor:

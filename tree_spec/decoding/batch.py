@@ -15,10 +15,9 @@ import torch
 
 from mini_llm import Transformer, sample_next
 from mini_llm.batch import extend_rows
-from mini_llm.generate import as_int
 
 from ..core.accept import accept_chain_greedy
-from ..core.contracts import GREEDY, NO_TRACE, BatchProposer, Proposer, SamplingParams, Trace
+from ..core.contracts import GREEDY, NO_TRACE, BatchProposer, Proposer, SamplingParams, Trace, check_k
 from ..core.output import SpecOutput
 from ..core.request import check_arguments, validate_request
 from ..core.sampling import verify_chain
@@ -47,9 +46,7 @@ def batch_speculative_generate(
     """
     start_time = time.perf_counter()
     check_arguments(target, sampling)
-    k = as_int(k, "k")
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+    k = check_k(k)
     draft = as_batch_drafter(drafter)
     request = validate_request(target.cfg, draft.vocab_size, None, max_new_tokens, eos_token_id, prompts=prompts)
     rows, max_new_tokens, eos = request.prompts, request.max_new_tokens, request.eos
@@ -70,7 +67,7 @@ def batch_speculative_generate(
     # prefill: one target forward over all prompts gives each row its first token (the first root)
     with trace.span("prefill", tokens=sum(map(len, rows))):
         logits = extend_rows(target, cache, rows)
-    first = sample_next(logits, sampling.temperature, sampling.top_k, sampling.top_p, sampling.generator).tolist()
+    first = sample_next(logits, sampling).tolist()
     for out, token in zip(outs, first):
         out.target_calls, out.tokens = 1, [token]
     active = list(range(len(rows)))  # outs[] index of each cache row

@@ -6,9 +6,8 @@ from collections.abc import Sequence
 import torch
 
 from mini_llm import Transformer
-from mini_llm.generate import as_int
 
-from ..core.contracts import GREEDY, NO_TRACE, Branching, Proposer, SamplingParams, Trace
+from ..core.contracts import GREEDY, NO_TRACE, Branching, Proposer, SamplingParams, Trace, check_k
 from ..core.output import SpecOutput
 from .loop import speculate
 
@@ -33,8 +32,5 @@ def speculative_generate(
     Greedy identity is exact in fp32; in bf16 a near-tie between two logits may flip (the verify pass
     and plain decoding batch the same tokens differently, so their roundings differ).
     """
-    k = as_int(k, "k")
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    return speculate(target, drafter, prompt_ids, max_new_tokens, Branching((1,) * k, min_path_prob), sampling,
-                     eos_token_id, trace)
+    chain = Branching((1,) * check_k(k), min_path_prob)
+    return speculate(target, drafter, prompt_ids, max_new_tokens, chain, sampling, eos_token_id, trace)

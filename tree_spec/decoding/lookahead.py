@@ -25,7 +25,5 @@ def lookahead_generate(
     root as one trie, in one target forward; the output equals `generate(target, prompt, n)` token for token.
     drafter: a LookaheadDrafter with its own settings (or any proposer drafting at most `window` levels deep)."""
     drafter = drafter or LookaheadDrafter(target.cfg.vocab_size, window, ngram, candidates, device=target.device)
-    shape = Branching((1,) * window)  # the depth a step may draft; the trie's shape is the drafter's
-    room = drafter.max_nodes if isinstance(drafter, LookaheadDrafter) else None
-    return speculate(target, drafter, prompt_ids, max_new_tokens, shape, eos_token_id=eos_token_id, trace=trace,
-                     draft_room=room)
+    shape = Branching((1,) * window)  # the depth a step may draft; a LookaheadDrafter's trie declares its own limits
+    return speculate(target, drafter, prompt_ids, max_new_tokens, shape, eos_token_id=eos_token_id, trace=trace)

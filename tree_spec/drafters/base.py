@@ -16,28 +16,33 @@ from collections.abc import Sequence
 
 import torch
 
-from ..core.contracts import DraftRequest, TargetFeatures
-from ..core.growth import DraftTree, grow, top_children
+from mini_llm.generate import as_int
+
+from ..core.contracts import DraftRequest, DraftTree, TargetFeatures
+from ..core.growth import default_next_top, grow
 
 
 class Drafter(ABC):
-    """Base of the level-wise draft sources. `calls` counts its forward passes (SpecOutput.draft_calls).
+    """Base of the level-wise draft sources: a `Proposer` once `__init__` has run.
 
-    feature_layers: None for drafters that read tokens only; a tuple of target layer indices
-    (empty for the last hidden state only) for feature-level drafters, which then receive
-    `observe(features)` calls from the generation loop.
+    vocab_size: the vocabulary its logits cover (must equal the target's); device: where its logits live; `calls`
+    counts its forward passes (SpecOutput.draft_calls). Every subclass calls `super().__init__(vocab_size, device)`
+    (a loop refuses a drafter that lacks these members, naming them).
+    feature_layers: None for drafters that read tokens only; a tuple of target layer indices (empty for the last
+    hidden state only) for feature-level drafters, which then receive `observe(features)` calls from the loop.
+    fixed_shape_twin: the fixed-shape drafter that drafts as it does (see `Proposer`); None: none.
     """
 
     feature_layers: tuple[int, ...] | None = None
-    vocab_size: int  # the vocabulary its logits cover (must equal the target's); set by every subclass
-    device: torch.device  # where its logits live; set by every subclass
+    fixed_shape_twin: str | None = None
 
-    def __init__(self) -> None:
+    def __init__(self, vocab_size: int, device: torch.device | str) -> None:
+        self.vocab_size, self.device = as_int(vocab_size, "vocab_size"), torch.device(device)
         self.calls = 0
 
-    @abstractmethod
     def reset(self, max_len: int) -> None:
-        """Start a new sequence; context plus drafted nodes will not exceed `max_len` tokens."""
+        """Start a new sequence; context plus drafted nodes will not exceed `max_len` tokens (default: keeps no
+        state between sequences)."""
 
     def observe(self, features: TargetFeatures) -> None:
         """Take the target's features of the next committed tokens (only if `feature_layers` is set)."""
@@ -70,7 +75,7 @@ class Drafter(ABC):
         """The `width` most likely children after each frontier node: token ids [len(frontier), w] and their draft
         log-probabilities [len(frontier), w], best first (`top_children` of `next_logits`). Greedy tree growth
         asks this; a drafter that can pick them more cheaply (over a reduced vocabulary) overrides it."""
-        return top_children(self.next_logits(context, tokens, parents, frontier), width)
+        return default_next_top(self, context, tokens, parents, frontier, width)
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -10,9 +10,8 @@ from mini_llm import Transformer
 from mini_llm.batch import extend_rows
 
 from ..core.contracts import BatchProposer, Branching, DraftRequest, Proposer, SamplingParams
+from ..core.proposal import check_proposal, check_proposer
 from .base import _common_prefix
-from .lookahead import LookaheadDrafter
-from .model import ModelDrafter
 
 
 class BatchModelDrafter:
@@ -94,7 +93,11 @@ class PerRowDrafter:
         self, contexts: list[list[int]], k: int, sampling: SamplingParams
     ) -> tuple[list[list[int]], torch.Tensor | None]:
         chain = Branching((1,) * k)
-        trees = [d.propose(DraftRequest(ctx[:-1], ctx[-1], chain, k, sampling)) for d, ctx in zip(self.rows, contexts)]
+        trees = []
+        for d, ctx in zip(self.rows, contexts):
+            request = DraftRequest(ctx[:-1], ctx[-1], chain, k, sampling)
+            trees.append(d.propose(request))
+            check_proposal(trees[-1], request, d)
         for tree in trees:
             if list(tree.parents) != list(range(-1, len(tree.parents) - 1)):
                 raise ValueError(f"{self.template!r} proposed a tree that is not a chain (parents {tree.parents}): "
@@ -109,18 +112,19 @@ class PerRowDrafter:
 
 
 def as_batch_drafter(drafter: Proposer | Transformer | BatchProposer) -> BatchProposer:
-    """A Transformer or ModelDrafter (incl. QuantizedSelfDrafter) -> BatchModelDrafter; any other Proposer that reads
-    no features (n-gram, ...) -> PerRowDrafter. Feature-level drafters (EAGLE, Medusa, MTP) are not batched."""
-    if isinstance(drafter, (BatchModelDrafter, PerRowDrafter)):
-        return drafter
+    """A BatchProposer as is; a Transformer -> BatchModelDrafter; a Proposer -> its own `batched()` form where it has
+    one (a ModelDrafter: BatchModelDrafter; lookahead refuses, saying why), else one copy per row (`PerRowDrafter`)
+    if it reads no features. Feature-level drafters (EAGLE, Medusa, MTP) are not batched: TypeError naming them."""
     if isinstance(drafter, Transformer):
         return BatchModelDrafter(drafter)
-    if isinstance(drafter, ModelDrafter):
-        return BatchModelDrafter(drafter.model)
-    if isinstance(drafter, LookaheadDrafter):
-        raise TypeError("lookahead proposes whole tries and learns from every verify pass, and the batched loop "
-                        "verifies chains: decode with lookahead_generate")
-    if isinstance(drafter, Proposer) and drafter.feature_layers is None:
-        return PerRowDrafter(drafter)
-    raise TypeError(f"batched drafting supports a small model, the quantized self or a token-level drafter, "
-                    f"not {drafter!r}")
+    if isinstance(drafter, BatchProposer):
+        return drafter
+    proposer = check_proposer(drafter)
+    batched = getattr(proposer, "batched", None)
+    if batched is not None:
+        return batched()
+    if proposer.feature_layers is None:
+        return PerRowDrafter(proposer)
+    raise TypeError(f"{type(proposer).__name__} reads the target's features (feature_layers "
+                    f"{proposer.feature_layers}) and has no batched() form: batched drafting supports a small model, "
+                    "the quantized self or a token-level drafter")

@@ -19,9 +19,10 @@ from mini_llm import Config, KVCache, Transformer
 from mini_llm.linear import gemv_layout
 from mini_llm.model import rope_cos_sin
 
-from .base import Drafter, _common_prefix
 from ..core.contracts import TargetFeatures
 from ..core.growth import top_children
+from ..core.topology import depths
+from .base import Drafter, _common_prefix
 from .heads import MedusaHeads, RecurrentHead
 
 
@@ -32,7 +33,7 @@ class _FeatureDrafter(Drafter):
     """
 
     def __init__(self, target: Transformer, head: torch.nn.Module, draft_vocab: torch.Tensor | None = None) -> None:
-        super().__init__()
+        super().__init__(target.cfg.vocab_size, target.device)
         if head.hidden_size != target.cfg.hidden_size:
             raise ValueError(f"this {head.kind} head reads features of width {head.hidden_size}, the target's are "
                              f"{target.cfg.hidden_size} wide: a head drafts only for the model it was trained on")
@@ -41,7 +42,6 @@ class _FeatureDrafter(Drafter):
             raise ValueError(f"this {head.kind} head reads the output of layer {deepest}; the target has "
                              f"{target.cfg.num_hidden_layers} layers")
         self.target, self.head = target, head.to(target.device).eval()
-        self.vocab_size, self.device = target.cfg.vocab_size, target.device
         self.seen = 0
         self.draft_vocab: torch.Tensor | None = None
         self._vocab_weight: torch.Tensor | None = None
@@ -140,7 +140,8 @@ class MedusaDrafter(_FeatureDrafter):
             self._outputs = self.head(self.last)  # [K, C]
             self._outputs_for = len(context)
             self.calls += 1
-        levels = [_depth(parents, node) for node in frontier]
+        depth = depths(parents)
+        levels = [depth[node] for node in frontier]
         if max(levels) >= self.head.num_heads:
             raise ValueError(f"Medusa has {self.head.num_heads} heads: trees can be at most that deep")
         return self._outputs[levels]
@@ -161,6 +162,8 @@ class HeadDrafter(_FeatureDrafter):
     feature (`out` [cap, C], row 0 the root's) and the step slots holding it and its ancestors (`anc`
     [cap, cap] bool), so a level's mask and inputs are a few tensor lookups.
     """
+
+    fixed_shape_twin = "recurrent_head"
 
     def __init__(self, target: Transformer, head: RecurrentHead, draft_vocab: torch.Tensor | None = None) -> None:
         super().__init__(target, head, draft_vocab)
@@ -215,12 +218,9 @@ class HeadDrafter(_FeatureDrafter):
         m = len(self.tree_tokens)
         if not m or list(tokens[:m]) != self.tree_tokens or list(parents[:m]) != self.tree_parents:
             self.cache.truncate(len(self.step) - 1)
-            self.tree_tokens, self.tree_parents, self.tree_depths, self.slot, m = [int(tokens[0])], [-1], [0], {}, 1
+            self.tree_tokens, self.tree_parents, self.slot, m = [int(tokens[0])], [-1], {}, 1
         self._grow_tree(len(tokens))
-        for i in range(m, len(tokens)):
-            if not 0 <= parents[i] < i:
-                raise ValueError(f"parents[{i}] = {parents[i]}: a parent must come before its child")
-            self.tree_depths.append(self.tree_depths[parents[i]] + 1)
+        self.tree_depths = depths(parents)
         self.tree_tokens += map(int, tokens[m:])
         self.tree_parents += parents[m:]
 
@@ -247,19 +247,19 @@ class HeadDrafter(_FeatureDrafter):
         L = len(self.step) - 1
         used, T = self.cache.length - L, len(nodes)  # step slots already taken, new nodes
         self._ensure_room(L + used + T)
-        parents, depths = self.tree_parents, self.tree_depths
+        parents, depth = self.tree_parents, self.tree_depths
         index = torch.tensor(nodes, device=self.device)
         up = torch.tensor([parents[n] for n in nodes], device=self.device)
         slots = torch.arange(used, used + T, device=self.device)
         self.anc[index] = self.anc[up]  # a node sees its ancestors' slots and its own
         self.anc[index, slots] = True
         mask = None
-        if not (T == 1 and depths[nodes[0]] == used + 1):  # else: a chain's next node, which sees every slot
+        if not (T == 1 and depth[nodes[0]] == used + 1):  # else: a chain's next node, which sees every slot
             mask = torch.cat((torch.ones(T, L, dtype=torch.bool, device=self.device), self.anc[index, :used + T]), 1)
         ids = torch.tensor([[self.tree_tokens[n] for n in nodes]], device=self.device)
-        positions = torch.tensor([L + depths[n] for n in nodes], device=self.device)
+        positions = torch.tensor([L + depth[n] for n in nodes], device=self.device)
         out = self.head(self.out[up][None], self.target.embed_tokens(ids), positions, self.cache, mask,
-                        self._rope(L + max(depths[n] for n in nodes) + 1))
+                        self._rope(L + max(depth[n] for n in nodes) + 1))
         self.calls += 1
         self.out[index] = out[0]
         self.slot.update(zip(nodes, range(used, used + T)))
@@ -311,11 +311,3 @@ def _with_ancestors(parents: Sequence[int], nodes: Sequence[int], done: dict[int
             found.add(node)
             node = parents[node]
     return found
-
-
-def _depth(parents: Sequence[int], node: int) -> int:
-    """Levels between `node` and the root."""
-    d = 0
-    while node > 0:
-        node, d = parents[node], d + 1
-    return d

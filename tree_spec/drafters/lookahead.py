@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import NoReturn
 
 import torch
 
 from ..core.accept import accepted_path, host_argmax
-from ..core.contracts import DraftRequest, TargetFeatures
-from ..core.growth import DraftTree
+from ..core.contracts import Branching, DraftRequest, DraftTree, DynamicShape, TargetFeatures
 
 
 class LookaheadDrafter:
@@ -51,10 +51,16 @@ class LookaheadDrafter:
         self.pool: dict[int, list[tuple[int, ...]]] = defaultdict(list)
         self._chain: list[int] = []  # node ids of the guess chain in the last proposed trie
 
-    @property
-    def max_nodes(self) -> int:
-        """The most draft nodes one trie holds."""
-        return self.window + self.candidates * (self.ngram - 1)
+    def limits(self, shape: Branching | DynamicShape) -> tuple[int, int]:
+        """(most draft nodes, most levels) of one trie, whatever the shape asked for: the guess window and
+        `candidates` pool continuations of `ngram` - 1 tokens."""
+        return self.window + self.candidates * (self.ngram - 1), max(self.window, self.ngram - 1)
+
+    def batched(self) -> NoReturn:
+        """Refused: the batched loop verifies chains, and lookahead proposes whole tries and learns from every
+        verify pass."""
+        raise TypeError("LookaheadDrafter has no batched form: it proposes whole tries and learns from every verify "
+                        "pass, and the batched loop verifies chains: decode with lookahead_generate")
 
     def propose(self, request: DraftRequest) -> DraftTree:
         """The trie of [guess window] + pool continuations of the root, at most `request.max_depth` deep (greedy

@@ -8,8 +8,10 @@ import torch
 from mini_llm import KVCache, Transformer, quantized_copy
 
 from ..core.contracts import Proposer
-from ..core.topology import depths, tree_mask
+from ..core.proposal import check_proposer
+from ..core.topology import children, depths, tree_mask
 from .base import Drafter, _common_prefix
+from .batch import BatchModelDrafter
 
 
 class ModelDrafter(Drafter):
@@ -22,14 +24,20 @@ class ModelDrafter(Drafter):
     under the tree mask, then truncates back to the trunk. One forward per call, no re-prefill.
     """
 
+    fixed_shape_twin = "model"
+
     def __init__(self, model: Transformer) -> None:
-        super().__init__()
-        self.model, self.vocab_size, self.device = model, model.cfg.vocab_size, model.device
+        super().__init__(model.cfg.vocab_size, model.device)
+        self.model = model
         self.cache: KVCache | None = None
         self.seq: list[int] = []  # the tokens whose K/V are in self.cache
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model.num_parameters():,} parameters)"
+
+    def batched(self) -> BatchModelDrafter:
+        """Its form for the batched loop: the same model drafting every row's chain in one forward per level."""
+        return BatchModelDrafter(self.model)
 
     def reset(self, max_len: int) -> None:
         if self.cache is None or self.cache.max_len < max_len:
@@ -42,9 +50,7 @@ class ModelDrafter(Drafter):
         self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int]
     ) -> torch.Tensor:
         device = self.model.device
-        kids: list[list[int]] = [[] for _ in parents]
-        for i in range(1, len(parents)):
-            kids[parents[i]].append(i)
+        kids = children(parents)
         trunk = [0]
         while len(kids[trunk[-1]]) == 1:
             trunk.append(kids[trunk[-1]][0])
@@ -91,9 +97,8 @@ class QuantizedSelfDrafter(ModelDrafter):
 
 
 def as_drafter(drafter: Proposer | Transformer) -> Proposer:
-    """A Proposer as is; a plain Transformer wrapped as the separate-small-model drafter."""
+    """A Proposer as is; a plain Transformer wrapped as the separate-small-model drafter; anything else refused,
+    naming the Proposer members it lacks (`check_proposer`)."""
     if isinstance(drafter, Transformer):
         return ModelDrafter(drafter)
-    if isinstance(drafter, Proposer):
-        return drafter
-    raise TypeError(f"expected a drafter (a Proposer) or a mini_llm Transformer, got {type(drafter).__name__}")
+    return check_proposer(drafter)

@@ -43,17 +43,13 @@ class NGramDrafter(Drafter):
 
     def __init__(self, vocab_size: int, max_ngram: int = 4, min_ngram: int = 1, window: int = 1024,
                  device: torch.device | str = "cpu") -> None:
-        super().__init__()
+        super().__init__(vocab_size, device)
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
-        self.vocab_size, self.device = vocab_size, torch.device(device)
         self.max_ngram, self.min_ngram, self.window = max_ngram, min_ngram, window
 
     def __repr__(self) -> str:
         return f"NGramDrafter(ngram {self.min_ngram}..{self.max_ngram})"
-
-    def reset(self, max_len: int) -> None:
-        pass
 
     def next_logits(
         self, context: Sequence[int], tokens: Sequence[int], parents: Sequence[int], frontier: Sequence[int]

@@ -10,10 +10,9 @@ from collections.abc import Sequence
 import torch
 
 from mini_llm import Transformer
-from mini_llm.generate import as_int
 
 from ..core.accept import accept_chain_greedy
-from ..core.contracts import GREEDY, Proposer, SamplingParams
+from ..core.contracts import GREEDY, Proposer, SamplingParams, check_k
 from ..core.output import SpecOutput
 from ..core.request import validate_request
 from ..core.sampling import chain_rejection
@@ -35,9 +34,7 @@ class FixedShapeChain(FixedShapeLoop):
         sampling: SamplingParams = GREEDY,
         graphs: bool | None = None,
     ) -> None:
-        self.k = as_int(k, "k")
-        if self.k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
+        self.k = check_k(k)
         super().__init__(target, max_len, sampling, graphs)
         self.drafter = fixed_shape_drafter(drafter, max_len + 1, sampling)
         self.room, self.draft_calls_per_step = self.k + 1, self.k  # k head or draft-model calls per step
@@ -75,5 +72,5 @@ def fixed_shape_speculative_generate(
     """
     drafter = as_drafter(drafter)
     request = validate_request(target.cfg, drafter.vocab_size, prompt_ids, max_new_tokens, eos_token_id)
-    max_len = len(request.prompt) + request.max_new_tokens + as_int(k, "k") + 2
+    max_len = len(request.prompt) + request.max_new_tokens + check_k(k) + 2
     return FixedShapeChain(target, drafter, max_len, k, sampling, graphs).run(request)

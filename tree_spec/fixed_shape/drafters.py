@@ -2,7 +2,8 @@
 
 A list-based drafter (`ModelDrafter`, `HeadDrafter`) reads tree bookkeeping on the host; its fixed-shape twin
 keeps its own `FixedShapeCache` (lengths on the device) and drafts k tokens with the same shapes every step, so the
-step that calls it can be captured as a CUDA graph. `fixed_shape_drafter` builds the twin of a drafter.
+step that calls it can be captured as a CUDA graph. `fixed_shape_drafter` builds the twin a drafter declares
+(`fixed_shape_twin`: "model" or "recurrent_head", see `Proposer`).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from mini_llm.cache import FixedShapeCache
 from ..core.contracts import GREEDY, Proposer, SamplingParams, TargetFeatures
 from ..core.sampling import sample_on_device
 from ..drafters.features import HeadDrafter
-from ..drafters.model import ModelDrafter, as_drafter
+from ..drafters.model import as_drafter
 
 
 def draw(logits: torch.Tensor, sampling: SamplingParams) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -170,16 +171,26 @@ class FixedShapeHeadDrafter:
         self.root_out.copy_(out.index_select(0, n[None])[0])
 
 
+TWINS = {"model": "a small model or the quantized self", "recurrent_head": "a recurrent head: EAGLE, EAGLE-3, MTP"}
+
+
+def twin_kind(drafter: Proposer, supported: tuple[str, ...], loop: str, fallback: str) -> str:
+    """The fixed-shape twin `drafter` declares (`fixed_shape_twin`) when `loop` supports it; ValueError naming the
+    drafter, what it declares and the list-based loop to use (`fallback`) otherwise."""
+    kind = getattr(drafter, "fixed_shape_twin", None)
+    if kind not in supported:
+        options = "; ".join(f"{k!r}: {TWINS[k]}" for k in supported)
+        raise ValueError(f"{loop} drafts with a drafter whose fixed_shape_twin is {options}. {type(drafter).__name__} "
+                         f"declares fixed_shape_twin = {kind!r}: use {fallback} for it")
+    return kind
+
+
 def fixed_shape_drafter(drafter: Proposer | Transformer, max_len: int,
                         sampling: SamplingParams = GREEDY) -> FixedShapeDrafter:
-    """The fixed-shape twin of a ModelDrafter (small model, quantized self; a plain Transformer is one) or a
-    HeadDrafter, with a cache of `max_len` slots; ValueError for any other drafter."""
+    """The fixed-shape twin a drafter declares (`fixed_shape_twin`; a plain Transformer is a ModelDrafter), with a
+    cache of `max_len` slots: "model" -> FixedShapeModelDrafter of its `.model`, "recurrent_head" ->
+    FixedShapeHeadDrafter; ValueError for a drafter that declares none."""
     drafter = as_drafter(drafter)
-    if isinstance(drafter, ModelDrafter):
+    if twin_kind(drafter, tuple(TWINS), "the fixed-shape chain", "speculative_generate") == "model":
         return FixedShapeModelDrafter(drafter.model, max_len, sampling)
-    if isinstance(drafter, HeadDrafter):
-        return FixedShapeHeadDrafter(drafter, max_len, sampling)
-    raise ValueError(
-        f"the fixed-shape chain drafts with a small model, the quantized self or a recurrent head "
-        f"(EAGLE, EAGLE-3, MTP), not {type(drafter).__name__}: use speculative_generate for it"
-    )
+    return FixedShapeHeadDrafter(drafter, max_len, sampling)

@@ -30,9 +30,8 @@ from ..core.output import SpecOutput
 from ..core.request import validate_request
 from ..core.topology import ancestor_mask
 from ..decoding.loop import target_forward
-from ..drafters.features import HeadDrafter
 from ..drafters.model import as_drafter
-from .drafters import FixedShapeHeadDrafter
+from .drafters import FixedShapeHeadDrafter, twin_kind
 from .loop import FixedShapeLoop
 
 
@@ -58,9 +57,7 @@ class FixedShapeDynamicTree(FixedShapeLoop):
             raise ValueError(f"need depth >= 1, width >= 1 and 1 <= total_tokens <= {candidates} candidates; "
                              f"got {depth}, {width}, {total_tokens}")
         drafter = as_drafter(drafter)
-        if not isinstance(drafter, HeadDrafter):
-            raise ValueError(f"FixedShapeDynamicTree drafts with a recurrent head (EAGLE, EAGLE-3, MTP), not "
-                             f"{type(drafter).__name__}: use dynamic_tree_speculative_generate for it")
+        twin_kind(drafter, ("recurrent_head",), "FixedShapeDynamicTree", "dynamic_tree_speculative_generate")
         super().__init__(target, max_len, graphs=graphs)
         self.depth, self.width, self.total_tokens = depth, width, total_tokens
         self.region = (depth - 1) * width  # head cache slots the drafted levels use after the committed pairs

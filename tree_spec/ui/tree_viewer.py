@@ -10,21 +10,36 @@ from matplotlib.figure import Figure
 
 from mini_llm import Transformer, generate
 
-from ..core.accept import accept_greedy
 from ..core.growth import build_draft_tree
-from ..core.topology import positions, tree_mask, tree_node_count
-from ..decoding.loop import target_forward
+from ..core.topology import tree_node_count
+from ..decoding.loop import target_forward, verify
+from ..decoding.rules import VerifyRules
 from ..drafters.base import Drafter
 from ..drafters.model import as_drafter
 from .panel import Panel, slider
 from .plots import draw_tree
 
 
+class _Inspected(VerifyRules):
+    """The package's rules, keeping what the greedy walk saw: the accepted path and the target's argmax after every
+    node."""
+
+    def __init__(self) -> None:
+        self.path: list[int] = []
+        self.argmax: list[int] = []
+
+    def accept(self, tokens: list[int], parents: list[int], target_logits: torch.Tensor) -> tuple[list[int], int]:
+        self.path, next_token = super().accept(tokens, parents, target_logits)
+        self.argmax = target_logits.argmax(-1).tolist()
+        return self.path, next_token
+
+
 @torch.inference_mode()
 def inspect_tree_step(
     target: Transformer, drafter: Drafter | Transformer, context: Sequence[int], root: int, branching: Sequence[int]
 ) -> dict:
-    """One greedy tree step, laid open: draft a tree below `root` (after `context`), verify it in one pass.
+    """One greedy tree step, laid open: draft a tree below `root` (after `context`), verify it in one pass (the
+    package loop's `verify`).
 
     -> tokens, parents (the drafted tree), path (accepted node ids from the root), next_token (the
     target's token after the path), target_argmax (the target's prediction after every node).
@@ -39,12 +54,10 @@ def inspect_tree_step(
         if feats is not None:
             drafter.observe(feats)
     tree = build_draft_tree(drafter, context, root, branching)
-    ids = torch.tensor([tree.tokens], device=target.device)
-    logits, _ = target_forward(target, drafter, ids, cache, positions(tree.parents, len(context), target.device),
-                               tree_mask(tree.parents, target.device))
-    path = accept_greedy(tree.tokens, tree.parents, logits)
-    return dict(tokens=tree.tokens, parents=tree.parents, path=path, next_token=int(logits[path[-1]].argmax()),
-                target_argmax=logits.argmax(-1).tolist())
+    seen = _Inspected()
+    step = verify(target, drafter, tree, cache, rules=seen, context=context)
+    return dict(tokens=tree.tokens, parents=tree.parents, path=seen.path, next_token=int(step.next_token),
+                target_argmax=seen.argmax)
 
 
 def tree_step_summary(drafted: int, accepted: Sequence[str], next_token: str) -> str:
