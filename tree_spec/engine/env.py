@@ -8,6 +8,7 @@ needs none of them and importing them fails, so they are removed after the insta
 """
 from __future__ import annotations
 
+import fcntl
 import platform
 import shutil
 import subprocess
@@ -44,13 +45,23 @@ def is_ready() -> bool:
 
 
 def ensure(quiet: bool = True) -> Path:
-    """Create the environment unless it is ready -> its interpreter. RuntimeError with the reason where vLLM's
-    CPU build does not run, or with pip's last lines when the install fails."""
+    """Create the environment unless it is ready -> its interpreter. Processes that call this at once (test
+    workers, a notebook kernel) wait for the first one's install. RuntimeError with the reason where vLLM's CPU
+    build does not run, or with pip's last lines when the install fails."""
     reason = unsupported_reason()
     if reason:
         raise RuntimeError(reason)
     if is_ready():
         return python()
+    with open(ROOT / ".venv-vllm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # released when the file closes
+        if not is_ready():
+            _install(quiet)
+    return python()
+
+
+def _install(quiet: bool) -> None:
+    """Make the environment anew: a venv, the pinned requirements, the unused torch add-ons removed."""
     if VENV.exists():
         shutil.rmtree(VENV)
     venv.create(VENV, with_pip=True)
@@ -61,7 +72,6 @@ def ensure(quiet: bool = True) -> Path:
             tail = "\n".join((done.stderr or "").splitlines()[-15:])
             raise RuntimeError(f"{' '.join(command[2:5])} failed in {VENV}:\n{tail}")
     _ready_marker().write_text(REQUIREMENTS.read_text())
-    return python()
 
 
 if __name__ == "__main__":

