@@ -7,7 +7,7 @@ Both run the same prompt for the same number of new tokens in fp32 on the same d
 (mini_llm, transformers, mini_llm, ...), and their tokens are asserted identical. Reports the median
 ms/token of each, its range over the repeats, and their ratio (ratios from one run on one machine are what
 to compare). On a CPU torch runs one thread and the clock is that thread's CPU time (`time.thread_time`),
-as in `tree_spec.analysis.bench`: another busy program on the machine then slows the timing far less than it
+as in `tree_spec.tools.bench`: another busy program on the machine then slows the timing far less than it
 slows the wall clock. On CUDA it is wall time after `torch.cuda.synchronize()`.
 """
 from __future__ import annotations

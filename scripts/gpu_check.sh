@@ -11,9 +11,9 @@
 #   cuda_tests     pytest -m cuda (the tests that skip without a GPU)
 #   notebooks      every notebook executed with DEVICE = "cuda" (executed copies saved, originals untouched)
 #   judge_record   the practice references recorded on the GPU (judge.py record --device cuda, into the output folder)
-#   bench_greedy   python -m tree_spec.analysis.bench --device cuda (synchronized wall time)
-#   bench_t1       python -m tree_spec.analysis.bench --device cuda --temperature 1.0
-#   bench_graphs   python -m tree_spec.analysis.graph_bench --device cuda: eager loops vs fixed shapes vs CUDA graphs
+#   bench_greedy   python -m tree_spec.tools.bench --device cuda (synchronized wall time)
+#   bench_t1       python -m tree_spec.tools.bench --device cuda --temperature 1.0
+#   bench_graphs   python -m tree_spec.tools.graph_bench --device cuda: eager loops vs fixed shapes vs CUDA graphs
 #   fast_suite     pytest -m "not slow" with torch's default device set to CUDA (MINI_LLM_TEST_DEVICE): the tests
 #                  build theirs on the CPU by name, so a library tensor that follows the default device shows up
 #                  (the dry run uses meta); 8 workers; last, since the explicit CUDA coverage is cuda_tests
@@ -124,7 +124,7 @@ judge_record() {  # judge_record [EXERCISE...]
 bench() {  # bench FOLDER ARGS...
   local folder=$1
   shift
-  "$PYTHON" -m tree_spec.analysis.bench --out "$OUT/$folder" --device "$DEVICE" "$@"
+  "$PYTHON" -m tree_spec.tools.bench --out "$OUT/$folder" --device "$DEVICE" "$@"
 }
 
 step env 20 env_info
@@ -134,7 +134,7 @@ step notebooks 160 "$PYTHON" notebooks/execute.py --device "$DEVICE" --out "$OUT
 step judge_record 60 judge_record "${RECORD_ONLY[@]}"
 step bench_greedy 40 bench bench "${BENCH_SIZE[@]}"
 step bench_t1 40 bench bench --temperature 1.0 "${BENCH_T1_SIZE[@]}"
-step bench_graphs 40 "$PYTHON" -m tree_spec.analysis.graph_bench --device "$DEVICE" --out "$OUT/bench" "${GRAPHS_SIZE[@]}"
+step bench_graphs 40 "$PYTHON" -m tree_spec.tools.graph_bench --device "$DEVICE" --out "$OUT/bench" "${GRAPHS_SIZE[@]}"
 step fast_suite 90 env MINI_LLM_TEST_DEVICE="$SUITE_DEVICE" "$PYTHON" -m pytest -n "$SUITE_WORKERS" -q -p no:cacheprovider \
   -m "not slow" \
   --junitxml="$OUT/fast_suite.xml" "${SUITE[@]}"

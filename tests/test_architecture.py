@@ -1,8 +1,10 @@
 """The package's layering, read from the source with `ast` (imports inside functions included).
 
-core <- drafters <- decoding <- fixed_shape; analysis and ui sit on top, and nothing below them imports them;
-analysis never imports ui. No import cycle between modules, no module over 400 lines, and the decoding layers
-import without ipywidgets or matplotlib.
+core <- drafters <- decoding <- fixed_shape <- analysis <- ui, and nothing below a layer imports it; beside ui,
+engine (the models in vLLM) sits on analysis and the command-line tools on engine, and none of the six layers
+imports either.
+No import cycle between modules, no module over 400 lines, and the decoding layers import without ipywidgets or
+matplotlib.
 """
 from __future__ import annotations
 
@@ -25,7 +27,10 @@ ALLOWED = {
     "fixed_shape": {"core", "drafters", "decoding", "fixed_shape"},
     "analysis": {"core", "drafters", "decoding", "fixed_shape", "analysis"},
     "ui": {"core", "drafters", "decoding", "fixed_shape", "analysis", "ui"},
+    "engine": {"core", "drafters", "decoding", "fixed_shape", "analysis", "engine"},
+    "tools": {"core", "drafters", "decoding", "fixed_shape", "analysis", "engine", "tools"},
 }
+ON_TOP = {"analysis", "ui", "tools", "engine"}  # what modules outside the layers (mini_llm, tree_spec) never import
 ENTRY_POINTS = {"tree_spec.__main__"}   # command-line entry points: nothing imports them
 
 
@@ -70,23 +75,42 @@ def _layer(module: str) -> str | None:
     return parts[1] if len(parts) > 1 and parts[0] == "tree_spec" and parts[1] in ALLOWED else None
 
 
-def test_every_layer_imports_only_the_layers_below_it() -> None:
+def _against_layering(graph: dict[str, set[str]]) -> list[str]:
+    """The imports of `graph` (module -> the modules it imports) that the layering forbids, as "a -> b"."""
     wrong = []
-    for name, imported in GRAPH.items():
+    for name, imported in graph.items():
         for target in imported:
             layer, target_layer = _layer(name), _layer(target)
             if target_layer is None:
                 continue
-            if layer is None and name not in ENTRY_POINTS and target_layer in ("analysis", "ui"):
+            if layer is None and name not in ENTRY_POINTS and target_layer in ON_TOP:
                 wrong.append(f"{name} -> {target}")
             elif layer is not None and target_layer not in ALLOWED[layer]:
                 wrong.append(f"{name} -> {target}")
-    assert not wrong, "imports against the layering:\n" + "\n".join(sorted(wrong))
+    return sorted(wrong)
 
 
-def test_the_layering_rules_see_imports_inside_functions() -> None:
-    bench = _imports("tree_spec.analysis.batch_sweep", MODULES["tree_spec.analysis.batch_sweep"])
-    assert "tree_spec.drafters.ngram" in bench  # imported inside batch_benchmark
+def test_every_layer_imports_only_the_layers_below_it() -> None:
+    wrong = _against_layering(GRAPH)
+    assert not wrong, "imports against the layering:\n" + "\n".join(wrong)
+
+
+def test_no_layer_below_the_tools_and_the_engine_may_import_them() -> None:
+    below = ["core", "drafters", "decoding", "fixed_shape", "analysis", "ui"]
+    forbidden = [(f"tree_spec.{layer}.m", f"tree_spec.{top}.x") for layer in below for top in ("tools", "engine")]
+    forbidden += [("tree_spec", "tree_spec.tools.bench"), ("mini_llm.model", "tree_spec.engine.runner"),
+                  ("tree_spec.engine.m", "tree_spec.tools.bench")]
+    for name, target in forbidden:
+        assert _against_layering({name: {target}}) == [f"{name} -> {target}"]
+    assert _against_layering({"tree_spec.tools.bench": {"tree_spec.analysis.curve", "tree_spec.engine.peer"},
+                              "tree_spec.engine.reconcile": {"tree_spec.analysis.trace"},
+                              "tree_spec.__main__": {"tree_spec.tools.args"}}) == []
+
+
+def test_the_layering_rules_see_imports_inside_functions(tmp_path: Path) -> None:
+    source = tmp_path / "late.py"
+    source.write_text("def run():\n    from ..drafters.ngram import NGramDrafter\n    return NGramDrafter\n")
+    assert "tree_spec.drafters.ngram" in _imports("tree_spec.tools.late", source)
 
 
 def test_no_import_cycle() -> None:

@@ -1,4 +1,4 @@
-"""`python -m tree_spec.analysis.bench --quick` on random checkpoints, on the CPU and (skipped without one) on CUDA: every
+"""`python -m tree_spec.tools.bench --quick` on random checkpoints, on the CPU and (skipped without one) on CUDA: every
 method runs, greedy ones match plain greedy, missing heads are listed as skipped, the Markdown / JSON / PNG outputs
 are written and name the device's clock; `--batch` writes its table."""
 import json
@@ -8,8 +8,8 @@ import sys
 import pytest
 import torch
 
-from tree_spec.analysis.bench import main
-from tree_spec.analysis.bench_report import markdown
+from tree_spec.tools.bench import main
+from tree_spec.tools.bench_report import markdown
 from tree_spec.analysis.clocks import clock_name
 from tree_spec.drafters.head_io import save_head
 from tree_spec.drafters.heads import make_head
@@ -30,7 +30,7 @@ def folders(tmp_path_factory):
     save_head(eagle, root / "heads" / "eagle")  # untrained: identity must still hold
     save_head(medusa, root / "heads" / "medusa")
     (root / "tuned").mkdir()
-    for name, branching in (("eagle", [2, 1]), ("medusa", [1, 1]), ("int4-self", [2, 2, 1, 1])):  # as tree_spec.analysis.tune
+    for name, branching in (("eagle", [2, 1]), ("medusa", [1, 1]), ("int4-self", [2, 2, 1, 1])):  # as tree_spec.tools.tune
         (root / "tuned" / f"{name}.json").write_text(json.dumps(
             {"drafter": name, "target": str(target), "branching": branching, "draft_vocab": None}))
     return root, target
@@ -97,11 +97,11 @@ def test_bench_quick_sampling(folders, device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_bench_cli_main_table_and_batch_on_the_device(folders, device, tmp_path):
-    """`python -m tree_spec.analysis.bench --quick --device D --no-transformers` and `--batch 1,2 --device D`."""
+    """`python -m tree_spec.tools.bench --quick --device D --no-transformers` and `--batch 1,2 --device D`."""
     root, target = folders
     common = ["--target", str(target), "--draft", str(root / "draft"), "--quick", "--device", device]
     for extra in (["--heads", str(root / "heads"), "--tuned", "none", "--no-transformers"], ["--batch", "1,2"]):
-        run = subprocess.run([sys.executable, "-m", "tree_spec.analysis.bench", *common, *extra, "--out", str(tmp_path)],
+        run = subprocess.run([sys.executable, "-m", "tree_spec.tools.bench", *common, *extra, "--out", str(tmp_path)],
                              cwd=REPO, capture_output=True, text=True, timeout=300)
         assert run.returncode == 0, run.stderr[-2000:]
     table = (tmp_path / "BENCHMARK.md").read_text()

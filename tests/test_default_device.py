@@ -137,8 +137,8 @@ def test_head_training_and_loading(tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def test_benchmark_harness(folders) -> None:  # noqa: F811
-    """`python -m tree_spec.analysis.bench --quick` greedy (every method but transformers') and the fixed-shape bench."""
-    from tree_spec.analysis import bench, graph_bench
+    """`python -m tree_spec.tools.bench --quick` greedy (every method but transformers') and the fixed-shape bench."""
+    from tree_spec.tools import bench, graph_bench
 
     root, target = folders
     result = meta_default(lambda: bench.main([

@@ -3,13 +3,13 @@ import pytest
 import torch
 
 from mini_llm import generate, load_model
-from tree_spec.analysis.dynamic_search import (
+from mini_llm.load import MODELS_DIR
+from tree_spec.tools.dynamic_search import (
     DynamicProfile, dynamic_candidates, measure_dynamic_profile, rank_dynamic,
 )
-from tree_spec.analysis.search import fastest_unless_close, finalist_indices
-from tree_spec.analysis.tuned import (
-    DYNAMIC_DRAFTERS, FIXED_DYNAMIC, MODELS_DIR, dynamic_setting, load_tuned, make_drafter, tuned_dynamic,
-)
+from tree_spec.tools.search import fastest_unless_close, finalist_indices
+from tree_spec.analysis.tuned import FIXED_DYNAMIC, dynamic_setting, load_tuned
+from tree_spec.tools.named_drafters import DYNAMIC_DRAFTERS, make_drafter, tuned_dynamic
 from tree_spec.decoding.dynamic import dynamic_tree_speculative_generate
 
 
@@ -59,7 +59,7 @@ def test_the_profile_predicts_a_real_runs_acceptance_pass_by_pass():
 def _flat_costs():
     """Step costs of 1 ms per draft level and per verify, no overhead: enough to rank settings."""
     from tree_spec.analysis.curve import CostCurve
-    from tree_spec.analysis.step_costs import StepCosts
+    from tree_spec.tools.step_costs import StepCosts
 
     curve = CostCurve(new_tokens=[1, 64], ms_points=[1.0, 1.0], context=0)
     return StepCosts(curve=curve, draft_ms=1.0, draft_per_node_ms=0.0, draft_first_ms=0.0, verify_extra_ms=0.0,
@@ -97,8 +97,8 @@ def test_saved_dynamic_setting_runs_identically(name):
 
 
 def test_depth_stop_tuning_measures_each_base_cap_and_theta_and_keeps_no_stop_unless_clearly_faster():
-    from tree_spec.analysis.dynamic_search import tune_dynamic_stop
-    from tree_spec.analysis.search import MARGIN
+    from tree_spec.tools.dynamic_search import tune_dynamic_stop
+    from tree_spec.tools.search import MARGIN
     from tree_spec.drafters.features import HeadDrafter
     from tree_spec.drafters.heads import make_head
     from tests.spec_models import prompts, random_model
@@ -123,7 +123,7 @@ def test_depth_stop_tuning_measures_each_base_cap_and_theta_and_keeps_no_stop_un
 
 
 def test_stop_bases_are_the_chosen_setting_then_each_other_widths_fastest_of_its_vocabulary():
-    from tree_spec.analysis.dynamic_search import stop_bases
+    from tree_spec.tools.dynamic_search import stop_bases
 
     def row(vocab, depth, width, total, ms):
         return dict(vocab=vocab, depth=depth, width=width, total_tokens=total, ms_per_token=ms)

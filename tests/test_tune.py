@@ -11,12 +11,13 @@ from tree_spec.analysis.curve import CostCurve
 from tree_spec.analysis.prompts import BENCH_PROMPTS, held_out_prompts, tuning_prompts
 from tree_spec.core.topology import tree_node_count
 from tree_spec.analysis.ranks import RankProfile, measure_rank_profile
-from tree_spec.analysis.search import (
+from tree_spec.tools.search import (
     CONFIDENCE_DRAFTERS, FIXED_SHAPES, MARGIN, THETAS, CONFIDENCE_KS, branching_lists, choose, choose_stop,
     finalist_indices, kept_shape, rank_shapes,
 )
-from tree_spec.analysis.step_costs import StepCosts
-from tree_spec.analysis.tuned import CONFIDENCE_STOP, DRAFTERS, TUNED_DIR, load_tuned, tuned_drafter, vocab_coverage
+from tree_spec.tools.step_costs import StepCosts
+from tree_spec.analysis.tuned import CONFIDENCE_STOP, TUNED_DIR, load_tuned
+from tree_spec.tools.named_drafters import DRAFTERS, tuned_drafter, vocab_coverage
 from tests.spec_models import perturbed_copy, prompts, random_model
 
 
@@ -193,7 +194,7 @@ def test_saved_tuning_is_complete_and_runs_identically(name):
 
 @pytest.mark.slow
 def test_cli_profiles_costs_searches_validates_and_saves(tmp_path, capsys):
-    from tree_spec.analysis.tune import main
+    from tree_spec.tools.tune import main
 
     saved = main(["--drafter", "mtp", "--prompts", "1", "--new-tokens", "6", "--depth", "3", "--vocab", "1024",
                   "--validate-prompts", "1", "--validate-tokens", "12", "--validate-top", "1", "--top", "3",
@@ -228,7 +229,7 @@ def test_vocab_coverage_is_the_share_of_tokens_inside_the_draft_vocabulary():
 
 @pytest.mark.parametrize("kind", ["small model", "eagle head"])
 def test_draft_call_breakdown_splits_a_call_into_forward_lm_head_and_rest(kind):
-    from tree_spec.analysis.step_costs import draft_call_breakdown
+    from tree_spec.tools.step_costs import draft_call_breakdown
     from tree_spec.drafters.features import HeadDrafter
     from tree_spec.drafters.heads import make_head
 

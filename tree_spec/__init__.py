@@ -5,7 +5,8 @@ The names below are what a learner calls. The layout (see docs/ARCHITECTURE.md):
 - `drafters`: the draft sources (small model, quantized self, n-gram, lookahead, Medusa / EAGLE / MTP heads);
 - `decoding`: the loops (chain, tree, dynamic tree, lookahead, batched);
 - `fixed_shape`: the same loops in fixed tensor shapes, for CUDA graphs;
-- `analysis` and `ui`: the course's measurement, tuning, benchmarks, widgets and plots.
+- `analysis` and `ui`: the course's measurement, widgets and plots;
+- `tools`: the command-line tools (the benchmark, the shape tuner, the fixed-shape bench).
 """
 from .core.accept import accept_greedy
 from .core.contracts import DraftTree, SamplingParams

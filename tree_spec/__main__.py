@@ -13,13 +13,13 @@ from collections.abc import Sequence
 
 import torch
 
-from .analysis.args import ranged
 from .analysis.stats import paired_distributions
 from .core.sampling import verify_chain
 from .analysis.stats import chi_square
 from .analysis.speedup import expected_tokens_per_verify
 from .core.topology import tree_node_count
 from .core.topology import depths, tree_mask
+from .tools.args import ranged
 
 P_THRESHOLD = 1e-3  # the check passes when the chi-square p-value is above this
 SWEEP_ALPHAS = (0.2, 0.4, 0.6, 0.8, 0.9, 1.0)

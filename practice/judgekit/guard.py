@@ -3,7 +3,8 @@
 The worker wraps each function it hands to cases.call: before the call it copies the plain data among the
 arguments (tensors, lists, tuples, dicts, numbers, strings), after it compares; the first change is kept in
 the case's log and becomes the case's failure message. Other objects (a model, a cache, a drafter, a
-generator, a function) are the exercise's business and are not compared.
+generator, a function) are the exercise's business and are not compared, nor are tensors on the `meta` device
+(judgekit.devices), which hold no values.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ _SKIP = object()  # a value this module does not compare
 def snapshot(value: Any) -> Any:
     """A deep copy of the plain data in `value`; _SKIP for anything else."""
     if isinstance(value, torch.Tensor):
-        return value.detach().clone()
+        return _SKIP if value.is_meta else value.detach().clone()
     if isinstance(value, (list, tuple)):
         return type(value), [snapshot(v) for v in value]
     if isinstance(value, dict):

@@ -30,8 +30,8 @@ def model_fingerprint(model_path: Path) -> str | None:
 
 
 def case_files(exercise_dir: Path) -> list[Path]:
-    """The files that define an exercise's inputs: its cases.py and the shared judgekit/gen.py, repro.py."""
-    return [exercise_dir / "cases.py", Path(__file__).with_name("gen.py"), Path(__file__).with_name("repro.py")]
+    """The files that define an exercise's inputs: its cases.py and the shared judgekit/gen.py, repro.py, devices.py."""
+    return [exercise_dir / "cases.py", *(Path(__file__).with_name(f) for f in ("gen.py", "repro.py", "devices.py"))]
 
 
 def device_name(device: str) -> str:
@@ -132,8 +132,8 @@ def staleness(meta: dict[str, Any], exercise_dir: Path, model_path: Path | None)
     if meta.get("cases_sha256") != sha256_of(case_files(exercise_dir)) or meta.get(
         "solution_sha256"
     ) != sha256_of([exercise_dir / "solution.py"]):
-        return (f"the reference was recorded for an older version of this exercise (its cases.py, "
-                f"solution.py or judgekit/gen.py, repro.py changed since {meta.get('date')}); run `{RECORD_COMMAND}`.")
+        return (f"the reference was recorded for an older version of this exercise (its cases.py, solution.py or "
+                f"judgekit/gen.py, repro.py, devices.py changed since {meta.get('date')}); run `{RECORD_COMMAND}`.")
     if model_path is None:
         return None
     now = model_fingerprint(model_path)

@@ -7,7 +7,7 @@
 
 Timing: one torch thread, `device_clock` (thread CPU time on a CPU), median of `repeats`. Every forward starts with
 `context` tokens already in the KV cache, like a verify pass in the middle of a generation.
-`python -m tree_spec.analysis.costs` measures the embedded target and writes its JSON.
+`python -m tree_spec.tools.costs` measures the embedded target and writes its JSON.
 """
 from __future__ import annotations
 

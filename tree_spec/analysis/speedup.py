@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..core.contracts import check_k
 from ..core.topology import tree_node_count
 
 
@@ -96,9 +97,7 @@ def break_even_acceptance_ratio(verify_overhead: float, k: int) -> float:
 
     verify_overhead grows with concurrency (compute saturates), so the break-even ratio rises too.
     """
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    return verify_overhead / k
+    return verify_overhead / check_k(k)
 
 
 def break_even(speedup: Callable[[float], float]) -> float | None:
@@ -118,8 +117,7 @@ def chain_break_even_alpha(k: int, c: float) -> float | None:
 
     E rises monotonically from 1 (alpha = 0) to k + 1 (alpha = 1), so bisection finds the root.
     """
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+    check_k(k)
     if c >= 1:
         return None
     return break_even(lambda alpha: expected_speedup(alpha, k, c))

@@ -1,36 +1,21 @@
-"""The drafters the tuner and the benchmark know by name, and what `python -m tree_spec.analysis.tune` saved.
-
-`models/tuned/<drafter>.json` holds a drafter's tuned shape and draft vocabulary; `tuned_drafter(name, target)`
-rebuilds both. The reduced draft vocabulary of size N is the N most frequent target tokens on training text
-(`token_order`; EAGLE-3's d2t idea).
-"""
+"""Tuned settings: the defaults used when nothing was tuned, and what `python -m tree_spec.tools.tune` saved
+(models/tuned/<drafter>.json: a drafter's tuned shape, draft vocabulary and rank profile), read back."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
-import torch
-
-from mini_llm import Transformer, load_model
 from mini_llm.load import MODELS_DIR
 
-from ..drafters.base import Drafter
-from ..drafters.head_io import load_head
-from ..drafters.model import ModelDrafter, QuantizedSelfDrafter
-from .prompts import training_windows
 from .ranks import RankProfile
 
 TUNED_DIR = MODELS_DIR / "tuned"
-DRAFTERS = ("small-model", "int4-self", "medusa", "eagle", "eagle3", "mtp")
-HEAD_FOLDERS = {"medusa": "medusa", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp"}
-DYNAMIC_DRAFTERS = ("eagle", "eagle3")  # drafters whose EAGLE-2 dynamic tree is tuned too (the "dynamic" entry)
 # EAGLE-2's confidence rule on a chain: draft up to k while the draft's path probability (its estimate of the
 # chance that every draft so far is accepted) stays >= min_path_prob. Another draft pays when that chance times
 # what a token is worth beats a draft call: on the reference CPU a head call costs ~0.9 ms and a token ~3 ms,
 # hence ~0.3. The tuner's default (k, θ), and the benchmark's when nothing was tuned.
 CONFIDENCE_STOP = dict(k=6, min_path_prob=0.3)
-FIXED_DYNAMIC = dict(depth=6, width=4, total_tokens=24)  # the benchmark's fixed EAGLE-2 setting
+FIXED_DYNAMIC = dict(depth=6, width=4, total_tokens=24)  # the fixed EAGLE-2 setting (the benchmark's, notebook 03's)
 
 
 def dynamic_setting(row: dict) -> dict:
@@ -40,55 +25,6 @@ def dynamic_setting(row: dict) -> dict:
     if row.get("min_path_prob"):
         setting["min_path_prob"] = row["min_path_prob"]
     return setting
-
-
-def frequent_tokens(tokenizer, vocab_size: int, windows: int = 256, length: int = 256) -> list[int]:
-    """All token ids [vocab_size], most frequent first, counted on training windows (never held-out text).
-
-    The first N of them are the reduced draft vocabulary of size N.
-    """
-    ids = training_windows(tokenizer, windows, length, seed=0).flatten()
-    counts = torch.bincount(ids, minlength=vocab_size)[:vocab_size]
-    return sorted(range(vocab_size), key=lambda t: (-int(counts[t]), t))
-
-
-def vocab_coverage(tokens: Sequence[int], vocab: torch.Tensor | Sequence[int]) -> float:
-    """The share of `tokens` (e.g. what the target wrote) inside the draft vocabulary `vocab`: a drafter that proposes
-    only those ids can match the target at most that often per position."""
-    inside = set(torch.as_tensor(vocab).tolist())
-    return sum(t in inside for t in tokens) / max(len(tokens), 1)
-
-
-def token_order(model_name: str, tokenizer, vocab_size: int) -> list[int]:
-    """`frequent_tokens` for this model, cached in models/tuned/token_frequency-<model>.json."""
-    path = TUNED_DIR / f"token_frequency-{Path(model_name).name}.json"
-    if path.is_file():
-        saved = json.loads(path.read_text())
-        if len(saved["order"]) == vocab_size:
-            return saved["order"]
-    order = frequent_tokens(tokenizer, vocab_size)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"model": model_name, "source": "training_windows(tokenizer, 256, 256, seed=0)",
-                                "order": order}) + "\n")
-    return order
-
-
-def make_drafter(name: str, target: Transformer, draft: Transformer | str | None = "tiny-qwen3-draft",
-                 heads_dir: str | Path = MODELS_DIR / "heads", draft_vocab: torch.Tensor | None = None) -> Drafter:
-    """The drafter called `name` (one of DRAFTERS) for `target`; raises FileNotFoundError / ValueError when
-    its model or head is missing or does not fit the target."""
-    if name == "small-model":
-        if draft is None:
-            raise FileNotFoundError("no small draft model")
-        model = load_model(draft) if isinstance(draft, (str, Path)) else draft
-        if model.cfg.vocab_size != target.cfg.vocab_size:
-            raise ValueError(f"the small draft's vocabulary ({model.cfg.vocab_size}) != the target's")
-        return ModelDrafter(model)
-    if name == "int4-self":
-        return QuantizedSelfDrafter(target)
-    if name in HEAD_FOLDERS:
-        return load_head(Path(heads_dir) / HEAD_FOLDERS[name], target, draft_vocab)
-    raise ValueError(f"unknown drafter {name!r}; choose from {DRAFTERS}")
 
 
 def load_tuned(name: str, folder: str | Path = TUNED_DIR) -> dict | None:
@@ -101,35 +37,3 @@ def load_profile(name: str = "small-model", folder: str | Path = TUNED_DIR) -> R
     """The rank profile saved with drafter `name`'s tuning (default: the shipped small draft's), or None."""
     tuned = load_tuned(name, folder)
     return None if tuned is None else RankProfile.from_dict(tuned["profile"])
-
-
-def tuned_drafter(name: str, target: Transformer, draft: Transformer | str | None = "tiny-qwen3-draft",
-                  heads_dir: str | Path = MODELS_DIR / "heads", folder: str | Path = TUNED_DIR,
-                  model_name: str = "tiny-qwen3") -> tuple[Drafter, list[int]] | None:
-    """(drafter with its tuned draft vocabulary, tuned branching) from models/tuned/<name>.json; None when
-    there is no tuning for this drafter and target."""
-    tuned = load_tuned(name, folder)
-    if tuned is None or tuned.get("target") != model_name:
-        return None
-    vocab = _saved_vocab(tuned.get("draft_vocab"), folder, model_name)
-    return make_drafter(name, target, draft, heads_dir, vocab), list(tuned["branching"])
-
-
-def tuned_dynamic(name: str, target: Transformer, heads_dir: str | Path = MODELS_DIR / "heads",
-                  folder: str | Path = TUNED_DIR, model_name: str = "tiny-qwen3") -> tuple[Drafter, dict] | None:
-    """(head drafter with its tuned draft vocabulary, {depth, width, total_tokens}) of EAGLE-2's tuned dynamic tree
-    (the "dynamic" entry of models/tuned/<name>.json); None when none was tuned for this target."""
-    tuned = load_tuned(name, folder)
-    if tuned is None or tuned.get("target") != model_name or not tuned.get("dynamic"):
-        return None
-    saved = tuned["dynamic"]
-    vocab = _saved_vocab(saved.get("draft_vocab"), folder, model_name)
-    return make_drafter(name, target, None, heads_dir, vocab), dynamic_setting(saved)
-
-
-def _saved_vocab(size: int | None, folder: str | Path, model_name: str) -> torch.Tensor | None:
-    """The `size` most frequent target tokens saved beside the tunings (None: the full vocabulary)."""
-    if not size:
-        return None
-    order = json.loads((Path(folder) / f"token_frequency-{Path(model_name).name}.json").read_text())["order"]
-    return torch.tensor(order[:size], device="cpu")

@@ -4,8 +4,8 @@ Both read the target's features that the generation loop passes to `observe` (on
 token) and turn head outputs into logits with the target's own final norm + LM head.
 
 A reduced draft vocabulary (`draft_vocab`, EAGLE-3's d2t idea): the LM head is evaluated only on the rows
-of those token ids (e.g. the N most frequent target tokens, `tree_spec.tune.frequent_tokens`); every other
-token gets logit -inf, so the drafter never proposes it. Verification is unchanged, so greedy outputs stay
+of those token ids (e.g. the N most frequent target tokens, `tree_spec.tools.named_drafters.frequent_tokens`);
+every other token gets logit -inf, so the drafter never proposes it. Verification is unchanged, so greedy outputs stay
 identical to the target's; only acceptance can drop (when the target's token is outside the subset).
 """
 from __future__ import annotations

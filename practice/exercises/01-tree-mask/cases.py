@@ -1,13 +1,15 @@
-"""Tree mask: exact comparison; mistakes modelled: no diagonal, causal mask, transposed mask, parent only,
-ancestors only up to 4 levels. Hand-written trees, then the generated ones of judgekit.gen.tree_suite."""
+"""Tree mask: exact comparison; mistakes modelled: no diagonal, causal mask, transposed mask, parent only. A row
+that misses only its farthest ancestors (a fixed number of parent hops) is named by `check`, whatever the number.
+Hand-written trees, then the generated ones of judgekit.gen.tree_suite (the deepest one DEEPEST levels deep)."""
 from types import SimpleNamespace
 from typing import Any
 
 import torch
 
 from practice.judgekit.compare import tensor_mismatch
-from practice.judgekit.gen import tree_suite
+from practice.judgekit.gen import DEEPEST, tree_suite
 from practice.judgekit.spec import Case, Context, Mistake
+from tree_spec.core.topology import depths, tree_mask
 
 FUNCTIONS = ("tree_mask",)
 NEEDS_MODEL = False
@@ -25,9 +27,10 @@ RULES = {
     "node i attends to itself (the diagonal)": list(TREES),
     "never to siblings or cousins": ["six-node tree", "wide tree [2,2,1,1]", "wide star of 12"],
     "never to descendants (row i = node i's ancestors)": ["chain", "deep chain of 9"],
-    "every ancestor, not only the parent, however deep": ["deep chain of 9", "deep random tree of 20"],
+    "every ancestor, not only the parent, however deep": ["deep chain of 9", "deep random tree of 20",
+                                                          f"random tree of 70, {DEEPEST} levels"],
     "a one-node tree": ["single node"],
-    "any size (no fixed buffer)": ["random tree of 70"],
+    "any size (no fixed buffer)": [f"random tree of 70, {DEEPEST} levels"],
     "parents is not modified (checked after every call)": list(TREES),
 }
 
@@ -47,34 +50,28 @@ def check(got: Any, expected: Any, case: Case) -> str | None:
     parents = case.args["parents"]
     i = next(i for i in range(len(parents)) if not torch.equal(got[i], expected[i]))
     should, sees = expected[i].nonzero().flatten().tolist(), got[i].nonzero().flatten().tolist()
+    missing, depth = sorted(set(should) - set(sees)), depths(parents)
+    if set(sees) < set(should) and i in sees and max(depth[j] for j in missing) < min(depth[j] for j in sees):
+        return (f"{problem} Node {i}, {depth[i]} levels deep, sees only its {len(sees) - 1} nearest ancestors and "
+                f"misses {missing}: a row marks EVERY ancestor up to the root, however deep (no fixed number of "
+                f"parent hops).")
     return f"{problem} First wrong row: node {i} (should see {should}, sees {sees})."
 
 
 def _no_diagonal(parents):
-    mask = torch.zeros(len(parents), len(parents), dtype=torch.bool)
-    for i, p in enumerate(parents):
-        while p >= 0:
-            mask[i, p] = True
-            p = parents[p]
-    return mask
+    return tree_mask(parents) & ~torch.eye(len(parents), dtype=torch.bool)
 
 
 def _causal(parents):
     return torch.ones(len(parents), len(parents), dtype=torch.bool).tril()
 
 
-def _up_to(levels):
-    def mask(parents):
-        out = torch.eye(len(parents), dtype=torch.bool)
-        for i in range(len(parents)):
-            p = parents[i]
-            for _ in range(levels):
-                if p < 0:
-                    break
-                out[i, p] = True
-                p = parents[p]
-        return out
-    return mask
+def _parent_only(parents):
+    out = torch.eye(len(parents), dtype=torch.bool)
+    for i, p in enumerate(parents):
+        if p >= 0:
+            out[i, p] = True
+    return out
 
 
 def _transposed(parents):
@@ -89,7 +86,5 @@ MISTAKES = [
     Mistake("the mask is transposed: row i must mark node i's ancestors (mask[i, j] for j an ancestor), "
             "not its descendants.", {"tree_mask": _transposed}),
     Mistake("only the parent is marked: row i must mark EVERY ancestor of node i up to the root (start from "
-            "a copy of the parent's row).", {"tree_mask": _up_to(1)}),
-    Mistake("ancestors more than 4 levels up are missing: the walk to the root must not stop at a fixed depth.",
-            {"tree_mask": _up_to(4)}),
+            "a copy of the parent's row).", {"tree_mask": _parent_only}),
 ]

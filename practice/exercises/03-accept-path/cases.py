@@ -1,13 +1,15 @@
-"""Greedy tree acceptance, compared exactly; mistakes: the child's own row, tokens instead of ids, no root,
-the last (not the first) of two children with the same token."""
+"""Greedy tree acceptance, compared exactly: the path to the deepest accepted node (the lowest id among equally
+deep ones), the rule of tree_spec.core.accept. Mistakes: the child's own row, tokens instead of ids, no root, a
+walk into the first (or the last) matching child, a search 4 levels deep."""
 from types import SimpleNamespace
 from typing import Any
 
 import torch
 
 from practice.judgekit.compare import tokens_mismatch
-from practice.judgekit.gen import chain, depth_of, random_tree, static_tree
+from practice.judgekit.gen import DEEPEST, chain, deepest_path, random_tree, static_tree
 from practice.judgekit.spec import Case, Context, Mistake
+from tree_spec.core.topology import children, depths
 
 FUNCTIONS = ("accept_greedy",)
 NEEDS_MODEL = False
@@ -15,37 +17,30 @@ VOCAB = 16
 WIDE = [-1, 0, 0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 8, 9, 10]
 
 
-
-def _to_deepest(parents: list[int]) -> list[int]:
-    """The nodes on the path from the root to the deepest node (root excluded)."""
-    depth = depth_of(parents)
-    node, path = depth.index(max(depth)), []
-    while node > 0:
-        path.append(node)
-        node = parents[node]
-    return path[::-1]
-
-
-DEEP, BIG = random_tree(20, 8, depth_bias=0.7), random_tree(70, 9, depth_bias=0.3)
+DEEP, BIG = random_tree(20, 8, depth_bias=0.7), random_tree(70, 9, depth_bias=0.3, levels=DEEPEST)
 # (name, parents, nodes whose token is set to the target's argmax at their parent, seed)
 SETUPS = [
     ("nothing accepted", WIDE, [], 0),
     ("full depth via the second child", WIDE, [2, 6, 10, 14], 1),
     ("stops mid-tree", WIDE, [1, 3, 12], 2),
     ("chain", [-1, 0, 1, 2, 3, 4], [1, 2, 3], 3),
-    ("same token twice: the first child wins", WIDE, [1, 2, 6, 10], 4),  # nodes 1 and 2 carry one token
+    ("same token twice: the deeper branch wins", WIDE, [1, 2, 6, 10], 4),  # nodes 1 and 2 carry one token
+    ("same token twice, equally deep: the lower id wins", WIDE, [1, 2, 3, 6], 10),  # nodes 3 and 6 at depth 2
     ("single node", [-1], [], 5),
     ("deep chain of 9, all accepted", chain(9), list(range(1, 9)), 6),
     ("static [3, 3, 2] tree, last branch accepted", static_tree([3, 3, 2]), [3, 12, 30], 7),
-    ("deep random tree of 20", DEEP, _to_deepest(DEEP), 8),
-    ("random tree of 70", BIG, _to_deepest(BIG) + list(range(1, 70, 4)), 9),
+    ("deep random tree of 20", DEEP, deepest_path(DEEP)[1:], 8),
+    (f"random tree of 70, {DEEPEST} levels", BIG, deepest_path(BIG)[1:] + list(range(1, 70, 4)), 9),
 ]
 RULES = {
     "a child is checked against its parent's row": ["full depth via the second child", "stops mid-tree", "chain"],
     "the path holds node ids, starting with the root 0": [name for name, *_ in SETUPS],
     "stop when no child matches": ["nothing accepted", "stops mid-tree", "single node"],
-    "of two children with the same token, the first": ["same token twice: the first child wins"],
-    "any depth (no fixed limit)": ["deep chain of 9, all accepted", "deep random tree of 20"],
+    "the path ends at the deepest accepted node (a sibling with the same token may lead deeper)": [
+        "same token twice: the deeper branch wins"],
+    "among equally deep accepted nodes, the lowest id": ["same token twice, equally deep: the lower id wins"],
+    "any depth (no fixed limit)": ["deep chain of 9, all accepted", "deep random tree of 20",
+                                   f"random tree of 70, {DEEPEST} levels"],
     "a one-node tree": ["single node"],
     "tokens, parents and target_logits are not modified (checked after every call)": [name for name, *_ in SETUPS],
 }
@@ -87,14 +82,25 @@ def check(got: Any, expected: Any, case: Case) -> str | None:
     return tokens_mismatch(got, expected, "path")
 
 
-def _walk(tokens, parents, logits, row_of, last_match=False, max_depth=None):
-    children = [[] for _ in parents]
+def _deepest(tokens, parents, logits, row_of=lambda node, child: node, max_depth=None):
+    """The rule, with a modelled mistake: the row a child is checked against, the deepest level searched."""
+    depth, accepted, best = depths(parents), [True] * len(parents), 0
     for i in range(1, len(parents)):
-        children[parents[i]].append(i)
-    path = [0]
+        accepted[i] = accepted[parents[i]] and tokens[i] == int(logits[row_of(parents[i], i)].argmax())
+        if accepted[i] and depth[best] < depth[i] <= (max_depth or depth[i]):
+            best = i
+    path = [best]
+    while path[-1]:
+        path.append(parents[path[-1]])
+    return path[::-1]
+
+
+def _walk(tokens, parents, logits, last_match):
+    """A walk from the root into the first (or the last) child whose token matches."""
+    kids, path = children(parents), [0]
     while True:
-        matches = [c for c in children[path[-1]] if tokens[c] == int(logits[row_of(path[-1], c)].argmax())]
-        if not matches or len(path) - 1 == max_depth:
+        matches = [c for c in kids[path[-1]] if tokens[c] == int(logits[path[-1]].argmax())]
+        if not matches:
             return path
         path.append(matches[-1] if last_match else matches[0])
 
@@ -102,15 +108,17 @@ def _walk(tokens, parents, logits, row_of, last_match=False, max_depth=None):
 MISTAKES = [
     Mistake("a child c is checked against its own row target_logits[c]; it must be checked against its "
             "parent's row (row i predicts the token AFTER node i).",
-            {"accept_greedy": lambda t, p, lg: _walk(t, p, lg, lambda node, child: child)}),
+            {"accept_greedy": lambda t, p, lg: _deepest(t, p, lg, lambda node, child: child)}),
     Mistake("the path holds tokens; it must hold node ids (indices into tokens), starting with 0.",
-            {"accept_greedy": lambda t, p, lg: [t[i] for i in _walk(t, p, lg, lambda node, child: node)]}),
+            {"accept_greedy": lambda t, p, lg: [t[i] for i in _deepest(t, p, lg)]}),
     Mistake("the root is missing: the path starts with node 0.",
-            {"accept_greedy": lambda t, p, lg: _walk(t, p, lg, lambda node, child: node)[1:]}),
-    Mistake("of two children with the same (accepted) token, the LAST one was taken; take the first one "
-            "(lowest node id), as the rule says.",
-            {"accept_greedy": lambda t, p, lg: _walk(t, p, lg, lambda node, child: node, last_match=True)}),
-    Mistake("the walk stopped after 4 accepted nodes: keep descending while the current node has a matching "
-            "child, however deep.", {"accept_greedy": lambda t, p, lg: _walk(t, p, lg, lambda node, child: node,
-                                                                          max_depth=4)}),
+            {"accept_greedy": lambda t, p, lg: _deepest(t, p, lg)[1:]}),
+    Mistake("the walk stepped into the first child whose token matches and never looked at its siblings: the "
+            "path ends at the DEEPEST accepted node, and a sibling carrying the same token may lead deeper.",
+            {"accept_greedy": lambda t, p, lg: _walk(t, p, lg, last_match=False)}),
+    Mistake("the walk stepped into the LAST child whose token matches: the path ends at the deepest accepted "
+            "node, the lowest node id among equally deep ones.",
+            {"accept_greedy": lambda t, p, lg: _walk(t, p, lg, last_match=True)}),
+    Mistake("the search stopped 4 levels down: the path ends at the deepest accepted node, however deep.",
+            {"accept_greedy": lambda t, p, lg: _deepest(t, p, lg, max_depth=4)}),
 ]

@@ -12,11 +12,14 @@ from typing import Any
 import torch
 
 from practice.judgekit.compare import tensor_mismatch
+from practice.judgekit.devices import meta_mismatch, meta_run
+from practice.judgekit.gen import strided
 from practice.judgekit.spec import Case, Context, Mistake
 
 FUNCTIONS = ("residual",)
 NEEDS_MODEL = False
 ATOL, RTOL = 1e-6, 1e-5
+META_INPUTS = "target_probs and draft_probs [2, 3, 6]"
 
 
 def _dist(shape, seed, dtype=torch.float32):
@@ -61,6 +64,12 @@ def cases(ctx: Context) -> list[Case]:
         Case("nearly degenerate rows", {"target_probs": near_t, "draft_probs": near_d},
              "[2, 8], target = draft + eps on one token, - eps on another (eps = 1e-4, 1e-6): the residual is "
              "that one token"),
+        Case("non-contiguous 3-D batch", {"target_probs": _dist((3, 2, 6), 14), "draft_probs": _dist((3, 2, 6), 15),
+                                          "layout": "transposed"}, "[3, 2, 6] with dims 0 and 1 swapped in memory"),
+        Case("sliced 3-D batch", {"target_probs": _dist((3, 4, 5), 16), "draft_probs": _dist((3, 4, 5), 17),
+                                  "layout": "sliced"}, "[3, 4, 5], every other slot of a [6, 4, 5] tensor"),
+        Case("inputs on the meta device", {"target_probs": cube_t, "draft_probs": cube_d, "layout": "meta"},
+             f"{META_INPUTS} on the meta device: the result must stay there"),
     ]
 
 
@@ -72,16 +81,32 @@ RULES = {
     "only target == draft exactly is degenerate (a tiny positive part is still a residual)": ["nearly degenerate rows"],
     "any leading shape ([V], [B, V], [B, T, V])": ["one row", "batch with a degenerate row", "3-D batch"],
     "same dtype as the inputs": ["float64"],
-    "any strides, any V": ["non-contiguous rows", "one wide row"],
+    "any strides, any V": ["non-contiguous rows", "non-contiguous 3-D batch", "sliced 3-D batch", "one wide row"],
+    "any device: tensors built on the inputs' device": ["inputs on the meta device"],
     "the inputs are not modified (checked after every call)": ["one row", "float64"],
 }
 
 
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
-    return fns.residual(case.args["target_probs"].clone(), case.args["draft_probs"].clone())
+    """-> the residual; for the meta case its {device, shape, dtype}; a str when other strides raise."""
+    target, draft, layout = case.args["target_probs"].clone(), case.args["draft_probs"].clone(), case.args.get("layout")
+    if layout == "meta":
+        return meta_run(lambda: fns.residual(target.to("meta"), draft.to("meta")), "residual", META_INPUTS)
+    if layout is None:
+        return fns.residual(target, draft)
+    try:
+        return fns.residual(strided(target, layout), strided(draft, layout))
+    except Exception as e:  # only the layout differs from cases that passed: name the rule
+        why = " ".join(str(e).split())[:160].rstrip(".")
+        return (f"residual failed on {case.note}: {type(e).__name__}: {why}. The rule: any strides; `.view` needs "
+                f"contiguous memory, `.reshape` (or working on the last dim) does not.")
 
 
 def check(got: Any, expected: Any, case: Case) -> str | None:
+    if case.args.get("layout") == "meta":
+        return meta_mismatch(got, expected, "residual", META_INPUTS)
+    if isinstance(got, str):
+        return got
     problem = tensor_mismatch(got, expected, "residual", ATOL, RTOL)
     if problem is None or not isinstance(got, torch.Tensor) or (got.shape, got.dtype) != (expected.shape, expected.dtype):
         return problem

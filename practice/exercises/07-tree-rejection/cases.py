@@ -36,9 +36,10 @@ from typing import Any
 import torch
 
 from practice.judgekit.compare import counts_mismatch, describe
-from practice.judgekit.gen import chain, depth_of, static_tree
+from practice.judgekit.gen import chain, static_tree
 from practice.judgekit.repro import draw_check, draw_mismatch
 from practice.judgekit.spec import Case, Context, Mistake
+from tree_spec.core.topology import children, depths
 
 FUNCTIONS = ("verify_tree",)
 NEEDS_MODEL = False
@@ -149,11 +150,10 @@ def _chain(g):
 def _shaped(shape, g):
     """One drafted shaped tree -> tokens [n], draft_probs [n, V] (zero rows at the leaves), target_probs [n, V]:
     every node's children (in id order) are drawn without replacement from its draft row."""
-    parents, depth = shape.parents, depth_of(shape.parents)
+    parents, depth = shape.parents, depths(shape.parents)
     tokens = [ROOT] + [0] * (len(parents) - 1)
     draft, target = torch.zeros(len(parents), V), torch.zeros(len(parents), V)
-    for node in range(len(parents)):
-        kids = [i for i in range(len(parents)) if parents[i] == node]
+    for node, kids in enumerate(children(parents)):
         target[node] = shape.target[depth[node], tokens[node]]
         if kids:
             draft[node] = shape.draft[depth[node], tokens[node]]
@@ -227,7 +227,7 @@ def _chains(fns, trials, seed, generator):
 def _shape_counts(fns, name, trials, seed, generator):
     """-> (sequence counts [V**(D+1)], length counts [D+1]) of a shaped tree, completed from the target rows."""
     shape = SHAPES[name]
-    size = max(depth_of(shape.parents)) + 1
+    size = max(depths(shape.parents)) + 1
     runs = _verified(fns, trials, seed, generator, lambda g: _shaped(shape, g), shape.parents)
     if isinstance(runs, str):
         return f"{runs} ({NOT_CONTIGUOUS}.)" if name == "non-BFS tree" and "not a root path" in runs else runs
@@ -310,9 +310,9 @@ def shape_law(name: str, depth_flags=lambda depth: {}) -> tuple[torch.Tensor, to
     independently given its token). depth_flags(depth) -> the flags of `_verify` that hold at that depth
     (defaults: the right rule; e.g. {"siblings": False} below the root models sibling handling at the root only)."""
     shape = SHAPES[name]
-    parents, depth = shape.parents, depth_of(shape.parents)
+    parents, depth = shape.parents, depths(shape.parents)
     draft, target, deepest = shape.draft.double(), shape.target.double(), max(depth)
-    kids = [[i for i in range(len(parents)) if parents[i] == node] for node in range(len(parents))]
+    kids = children(parents)
 
     def markov(d, token):  # the target's law of the tokens after a node at depth d -> [V] * (deepest - d + 1)
         row = target[d, token]
@@ -426,10 +426,10 @@ def check(got: Any, expected: Any, case: Case) -> str | None:
 
 def _verify(tokens, parents, draft_probs, target_probs, generator, update_p=True, update_q=True,
             final_from_p=True, renormalize=True, siblings=True, original_q=False):
-    path = [0]
+    path, kids_of = [0], children(parents)
     while True:
         node = path[-1]
-        kids = [i for i in range(1, len(parents)) if parents[i] == node]
+        kids = kids_of[node]
         if not kids:
             return path, int(torch.multinomial(target_probs[node], 1, generator=generator))
         p, q = target_probs[node], draft_probs[node].clone()

@@ -1,4 +1,5 @@
-"""Cache compaction on the real model: length, slot sources (exact), next-token logits (atol/rtol 1e-3).
+"""Cache compaction on the real model: length, slot sources (exact), next-token logits (atol/rtol 1e-3); once more
+on a cache on the meta device, where an index built off the cache's device fails (judgekit.devices).
 
 Mistakes modelled: no `start` offset, length off by one, truncate without moving, only batch row 0 moved.
 """
@@ -9,7 +10,8 @@ import torch
 
 from mini_llm import KVCache
 from practice.judgekit.compare import describe, int_mismatch, tensor_mismatch, tokens_mismatch
-from practice.judgekit.gen import chain, depth_of, random_tree
+from practice.judgekit.devices import meta_mismatch, meta_run
+from practice.judgekit.gen import chain, deepest_path, random_tree
 from practice.judgekit.spec import Case, Context, Mistake
 from tree_spec import positions, tree_mask
 
@@ -23,15 +25,7 @@ TREE = [415, 12, 96, 2048, 503, 64]
 DEEP_PARENTS = random_tree(14, 5, depth_bias=0.8)  # 14 nodes, 10 levels
 DEEP_TREE = [(97 * i + 13) % 4000 for i in range(14)]
 NEXT = 321
-
-
-def _deepest_path(parents: list[int]) -> list[int]:
-    depth = depth_of(parents)
-    node, path = depth.index(max(depth)), []
-    while node >= 0:
-        path.append(node)
-        node = parents[node]
-    return path[::-1]
+META_INPUTS = "the cache"
 
 
 class NoCompactCache(KVCache):
@@ -45,10 +39,12 @@ def cases(ctx: Context) -> list[Case]:
             for p in ([0, 2, 5], [0, 1, 4], [0, 1, 3], [0])] + [
         Case("two batch rows, path [0, 2, 5]", {**six_node, "batch": 2, "path": [0, 2, 5]},
              "a cache with 2 rows: every row keeps the path"),
-        Case("deep path", {"parents": DEEP_PARENTS, "tree": DEEP_TREE, "batch": 1, "path": _deepest_path(DEEP_PARENTS)},
-             f"path {_deepest_path(DEEP_PARENTS)} of the 14-node tree parents={DEEP_PARENTS}"),
+        Case("deep path", {"parents": DEEP_PARENTS, "tree": DEEP_TREE, "batch": 1, "path": deepest_path(DEEP_PARENTS)},
+             f"path {deepest_path(DEEP_PARENTS)} of the 14-node tree parents={DEEP_PARENTS}"),
         Case("all 6 nodes of a chain", {"parents": chain(6), "tree": TREE, "batch": 1, "path": list(range(6))},
              "nothing moves: the path is the whole tree"),
+        Case("cache on the meta device", {**six_node, "path": [0, 2, 5], "meta": True},
+             "path [0, 2, 5] in a cache of the same shape on the meta device: its K/V must stay there"),
     ]
 
 
@@ -60,14 +56,27 @@ RULES = {
     "the next token sees the kept K/V (logits atol/rtol 1e-3)": ["path [0, 2, 5]", "deep path"],
     "in place, return None; cache.compact disabled": ["path [0, 2, 5]"],
     "path is not modified (checked after every call)": ["path [0, 2, 5]"],
+    "the cache's device: every index built there": ["cache on the meta device"],
 }
+
+
+def _kv_on_meta(fns: SimpleNamespace, model: Any, case: Case) -> torch.Tensor:
+    """keep_path on a cache of the case's shape on the meta device (prefix and tree written) -> the K or V tensor
+    that left meta, else K."""
+    start, tree = len(PREFIX), case.args["tree"]
+    cache = NoCompactCache(model.cfg, 1, start + len(tree) + 2, dtype=model.dtype, device="meta")
+    cache.length = start + len(tree)
+    fns.keep_path(cache, start, list(case.args["path"]))
+    return cache.v if cache.k.is_meta else cache.k
 
 
 @torch.inference_mode()
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
     """-> {length, sources: per batch row, the original slot held by each kept slot (-1: none), next_logits
-    [batch, V]} or str."""
+    [batch, V]} ({device, shape, dtype} of the K/V on meta) or str."""
     model = ctx.model()
+    if case.args.get("meta"):
+        return meta_run(lambda: _kv_on_meta(fns, model, case), "keep_path", META_INPUTS)
     device = model.device
     parents, tree, batch, path = (case.args[k] for k in ("parents", "tree", "batch", "path"))
     cache = NoCompactCache(model.cfg, batch, len(PREFIX) + len(tree) + 2, dtype=model.dtype, device=device)
@@ -93,6 +102,8 @@ def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
 
 
 def check(got: Any, expected: Any, case: Case) -> str | None:
+    if case.args.get("meta"):
+        return meta_mismatch(got, expected, "keep_path", META_INPUTS)
     if isinstance(got, str):
         return got
     start, path = expected["start"], case.args["path"]

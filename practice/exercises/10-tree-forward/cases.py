@@ -1,4 +1,5 @@
-"""Tree-masked forward on the real model: logits [n, V] float32 vs the reference, atol/rtol 1e-3.
+"""Tree-masked forward on the real model: logits [n, V] float32 vs the reference, atol/rtol 1e-3; once more on
+the model's twin on the meta device, where a tensor built off the model's device fails (judgekit.devices).
 
 Mistakes modelled: no mask (causal), sequence positions (no depth), positions off by one.
 """
@@ -9,7 +10,9 @@ import torch
 
 from torch.nn.modules.module import register_module_forward_pre_hook
 
+from mini_llm import Transformer
 from practice.judgekit.compare import tensor_mismatch
+from practice.judgekit.devices import meta_mismatch, meta_run
 from practice.judgekit.gen import tree_suite
 from practice.judgekit.spec import Case, Context, Mistake
 from tree_spec import depths, tree_mask
@@ -18,6 +21,7 @@ FUNCTIONS = ("tree_logits",)
 NEEDS_MODEL = True
 ATOL = RTOL = 1e-3
 MAX_FORWARDS = 2
+META_INPUTS = "the model"
 PREFIX = [5, 1203, 48, 733, 12, 2901]
 TREES = [
     ("chain", [-1, 0, 1, 2], [88, 301, 17, 1500]),
@@ -38,6 +42,7 @@ RULES = {
     "a one-node tree, deep trees": ["single node", "deep chain of 9", "deep random tree of 20"],
     "a cache sized for the inputs (no fixed buffer)": ["six-node tree after a 150-token prefix"],
     "prefix, tokens and parents are not modified (checked after every call)": ["chain"],
+    "the model's device: every tensor built there": ["model on the meta device"],
 }
 
 
@@ -45,12 +50,25 @@ def cases(ctx: Context) -> list[Case]:
     return [Case(name, {"prefix": PREFIX, "tokens": t, "parents": p}, f"parents={p}")
             for name, p, t in TREES + GENERATED] + [
         Case("six-node tree after a 150-token prefix", {"prefix": LONG_PREFIX, "tokens": TREES[1][2],
-                                                       "parents": TREES[1][1]}, "a long prefix")]
+                                                       "parents": TREES[1][1]}, "a long prefix"),
+        Case("model on the meta device", {"prefix": PREFIX, "tokens": TREES[1][2], "parents": TREES[1][1],
+                                          "meta": True}, "the six-node tree on the model's twin on the meta device")]
+
+
+def meta_twin(model: Transformer) -> Transformer:
+    """The model's architecture on the meta device (no weights to copy: meta holds no data)."""
+    with torch.device("meta"):
+        return Transformer(model.cfg).to(model.dtype).eval()
 
 
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
-    """-> logits [n, V] on the CPU, or a str when more than MAX_FORWARDS forwards were used."""
+    """-> logits [n, V] on the CPU ({device, shape, dtype} on meta), or a str when more than MAX_FORWARDS forwards
+    were used or the meta run failed."""
     model = ctx.model()
+    if case.args.get("meta"):
+        twin = meta_twin(model)
+        return meta_run(lambda: fns.tree_logits(twin, list(case.args["prefix"]), list(case.args["tokens"]),
+                                                list(case.args["parents"])), "tree_logits", META_INPUTS)
     embed = model.embed_tokens
     calls = []  # counted at the token embedding, which every forward runs, by a global hook the learner never sees
 
@@ -70,6 +88,8 @@ def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
 
 
 def check(got: Any, expected: Any, case: Case) -> str | None:
+    if case.args.get("meta"):
+        return meta_mismatch(got, expected, "tree_logits", META_INPUTS)
     if isinstance(got, str):
         return got
     problem = tensor_mismatch(got, expected, "logits", ATOL, RTOL)

@@ -1,6 +1,6 @@
 """n-gram proposer, exact; mistakes: oldest match, continuation off by one, suffix matching itself, an
-occurrence not allowed to overlap the suffix, a fallback to a shorter n, matching digits of a string instead of
-whole tokens, a fixed look-back window of 64 tokens."""
+occurrence not allowed to overlap the suffix, a fallback to a shorter n, n shortened to fit a short context,
+matching digits of a string instead of whole tokens, a fixed look-back window of 64 tokens."""
 import random
 from types import SimpleNamespace
 from typing import Any
@@ -25,6 +25,8 @@ SETUPS = [
     ("overlapping occurrences", [7, 7, 7, 7, 1, 7, 7], 2, 3),
     ("unigram", [4, 8, 15, 16, 23, 42, 8, 99, 15, 8], 1, 2),
     ("context too short", [3, 1], 2, 4),
+    ("context shorter than n, where a shorter n-gram matches", [5, 5, 5], 4, 3),
+    ("context of exactly n tokens, where a shorter n-gram matches", [6, 6, 6, 6], 4, 2),
     ("occurrence overlapping the suffix", [1, 2, 1, 2, 1, 2], 4, 3),
     ("no 2-gram match, a 1-gram match (no fallback)", [4, 9, 1, 4, 2, 9, 3, 4], 2, 3),
     ("whole tokens: [2, 3] is not inside [12, 3]", [12, 3, 5, 7, 2, 3], 2, 2),
@@ -41,8 +43,12 @@ RULES = {
     "the match is followed by a token (the suffix does not match itself)": ["overlapping occurrences", "unigram"],
     "continuation context[s + n : s + n + k], fewer at the end": ["match near the end", "two earlier occurrences"],
     "the occurrence may overlap the suffix": ["occurrence overlapping the suffix", "n = len(context) - 1"],
-    "no occurrence or len(context) <= n: []": ["no match", "context too short"],
-    "no fallback to a shorter n": ["no 2-gram match, a 1-gram match (no fallback)"],
+    "no occurrence or len(context) <= n: []": ["no match", "context too short",
+                                               "context shorter than n, where a shorter n-gram matches",
+                                               "context of exactly n tokens, where a shorter n-gram matches"],
+    "no fallback to a shorter n": ["no 2-gram match, a 1-gram match (no fallback)",
+                                   "context shorter than n, where a shorter n-gram matches",
+                                   "context of exactly n tokens, where a shorter n-gram matches"],
     "whole tokens are compared, not digits of a string": ["whole tokens: [2, 3] is not inside [12, 3]",
                                                           "whole tokens: [1, 23] is not [12, 3]"],
     "up to k (k = 0: [])": ["k = 0"],
@@ -85,6 +91,10 @@ MISTAKES = [
             {"propose_ngram": lambda c, n, k: _lookup(c, n, k, lambda L, n: range(L - 2 * n, -1, -1))}),
     Mistake("without an n-gram match the proposal fell back to a shorter n; the rule has no fallback: "
             "no occurrence of the last n tokens means [].", {"propose_ngram": lambda c, n, k: _fallback(c, n, k)}),
+    Mistake("n was shortened to fit a short context: when len(context) <= n there is no n-gram to look up, and "
+            "the rule has no fallback to a shorter n: propose [].",
+            {"propose_ngram": lambda c, n, k: _lookup(c, min(n, len(c) - 1), k, lambda L, n: range(L - n - 1, -1, -1))
+             if len(c) > 1 else []}),
     Mistake("the match was found in a string of the tokens, so it matched parts of tokens (e.g. [2, 3] inside "
             "[12, 3]); compare whole tokens: context[s:s + n] == suffix.",
             {"propose_ngram": lambda c, n, k: _string_lookup(c, n, k)}),

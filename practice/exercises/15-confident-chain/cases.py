@@ -12,8 +12,8 @@ import torch
 from practice.judgekit.guard import count_calls
 from practice.judgekit.compare import describe, int_mismatch, tokens_mismatch
 from practice.judgekit.spec import Case, Context, Mistake
-from practice.judgekit.gen import depth_of
 from tree_spec import ModelDrafter
+from tree_spec.core.topology import depths
 
 FUNCTIONS = ("confident_chain",)
 NEEDS_MODEL = True
@@ -59,7 +59,7 @@ class HalfDrafter:
         self.calls += 1
         rows = torch.full((len(frontier), self.VOCAB), float("-inf"))
         for row, node in enumerate(frontier):
-            rows[row, list(self.tied(depth_of(list(parents))[node]))] = 0.0
+            rows[row, list(self.tied(depths(list(parents))[node]))] = 0.0
         return rows
 
 

@@ -1,14 +1,16 @@
-"""Descends at most 4 levels (a loop of fixed length), so deeper accepted paths are cut short."""
+"""Searches the accepted nodes level by level, 4 levels only (a fixed loop): deeper paths are cut short."""
 import torch
 
 
 def accept_greedy(tokens: list[int], parents: list[int], target_logits: torch.Tensor) -> list[int]:
     predicted = target_logits.argmax(-1).tolist()
-    path = [0]
+    level, deepest = [0], 0
     for _ in range(4):
-        node = path[-1]
-        match = next((c for c in range(1, len(parents)) if parents[c] == node and tokens[c] == predicted[node]), None)
-        if match is None:
+        level = [c for c in range(1, len(parents)) if parents[c] in level and tokens[c] == predicted[parents[c]]]
+        if not level:
             break
-        path.append(match)
-    return path
+        deepest = level[0]
+    path = [deepest]
+    while path[-1] != 0:
+        path.append(parents[path[-1]])
+    return path[::-1]

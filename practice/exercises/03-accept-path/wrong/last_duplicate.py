@@ -1,4 +1,4 @@
-"""Of two children with the same accepted token, takes the last one."""
+"""Walks down greedily and, of two children with the same accepted token, steps into the last one."""
 import torch
 
 

@@ -4,10 +4,15 @@ import torch
 
 def accept_greedy(tokens: list[int], parents: list[int], target_logits: torch.Tensor) -> list[int]:
     predicted = target_logits.argmax(-1).tolist()
-    node, accepted = 0, [tokens[0]]
-    while True:
-        kids = [c for c in range(1, len(tokens)) if parents[c] == node and tokens[c] == predicted[node]]
-        if not kids:
-            return accepted
-        node = kids[0]
-        accepted.append(tokens[node])
+    accepted, depth, deepest = [True] * len(parents), [0] * len(parents), 0
+    for i in range(1, len(parents)):
+        depth[i] = depth[parents[i]] + 1
+        accepted[i] = accepted[parents[i]] and tokens[i] == predicted[parents[i]]
+        if accepted[i] and depth[i] > depth[deepest]:
+            deepest = i
+    path = [tokens[deepest]]
+    node = deepest
+    while node != 0:
+        node = parents[node]
+        path.append(tokens[node])
+    return path[::-1]

@@ -1,7 +1,7 @@
 """Trees chosen for the hardware: a drafter's rank-acceptance profile, this machine's costs, the best tree.
 
-    python -m tree_spec.analysis.tune [--drafter small-model int4-self medusa eagle eagle3 mtp] [--prompts 16]
-                             [--new-tokens 64] [--validate-prompts 8]
+    python -m tree_spec.tools.tune [--drafter small-model int4-self medusa eagle eagle3 mtp] [--prompts 16]
+                               [--new-tokens 64] [--validate-prompts 8]
 
 Every prompt it reads comes from a held-out file the benchmark's prompts do not use (`prompts.tuning_prompts`):
 a setting is not chosen on the text the benchmark then measures it on.
@@ -38,7 +38,7 @@ a setting is not chosen on the text the benchmark then measures it on.
 
 Output: `models/tuned/<drafter>.json` with drafter, form ("chain" or "tree"), branching, k (chains),
 draft_vocab (N or null), coverage, predicted_tau, predicted_ms_per_token, the measured validation rows, the profile,
-the cost terms and the cost curve. `tuned.tuned_drafter(name, target)` rebuilds the saved drafter and its
+the cost terms and the cost curve. `named_drafters.tuned_drafter(name, target)` rebuilds the saved drafter and its
 branching (the benchmark uses it for its "(tuned)" rows).
 """
 from __future__ import annotations
@@ -55,17 +55,18 @@ import torch
 from mini_llm import Transformer, generate, load_model, load_tokenizer
 from mini_llm.load import MODELS_DIR, resolve_model_path
 
-from .clocks import hardware_name, one_thread
-from .curve import CostCurve, measure_target_costs
+from ..analysis.clocks import hardware_name, one_thread
+from ..analysis.curve import CostCurve, measure_target_costs
+from ..analysis.prompts import BENCH_NEW_TOKENS, BENCH_PROMPTS, held_out_prompts, tuning_prompts
+from ..analysis.ranks import measure_rank_profile
+from ..analysis.tuned import TUNED_DIR
 from .dynamic_search import dynamic_text, tune_dynamic
-from .prompts import BENCH_NEW_TOKENS, BENCH_PROMPTS, held_out_prompts, tuning_prompts
-from .ranks import measure_rank_profile
+from .named_drafters import DRAFTERS, DYNAMIC_DRAFTERS, HEAD_FOLDERS, make_drafter, token_order, vocab_coverage
 from .search import (
     ALSO_VALIDATED, CONFIDENCE_DRAFTERS, FIXED_SHAPES, choose, finalist_indices, kept_shape, print_runs, rank_shapes,
     shape_text, tune_confidence_stop, validate,
 )
 from .step_costs import draft_call_breakdown, measure_costs
-from .tuned import DRAFTERS, DYNAMIC_DRAFTERS, HEAD_FOLDERS, TUNED_DIR, make_drafter, token_order, vocab_coverage
 
 
 def tune_drafter(
@@ -147,7 +148,7 @@ def tune_drafter(
              for k, _, rs in results for r in rs[:args.top]],
         profile=profile.to_dict(), profile_table=profile.table(), costs={k: v for k, v in costs.to_dict().items() if k != "curve"},
         cost_curve=curve.to_dict(), hardware=hardware_name(), torch_version=torch.__version__,
-        seconds=time.perf_counter() - t0, command="python -m tree_spec.analysis.tune " + " ".join(sys.argv[1:]),
+        seconds=time.perf_counter() - t0, command="python -m tree_spec.tools.tune " + " ".join(sys.argv[1:]),
     )
 
 
@@ -187,7 +188,7 @@ def save_dynamic(name: str, target: Transformer, tokenizer, curve: CostCurve, mo
     print_coverage(target, tuning_prompts(tokenizer, args.prompts, args.validate_prompts)[1],
                    {n: torch.tensor(order[:n]) for n in args.vocab if 0 < n < target.cfg.vocab_size}, args.validate_tokens)
     result["dynamic"] = dynamic_for(name, target, tokenizer, model_name, curve, args)
-    result["dynamic"]["command"] = "python -m tree_spec.analysis.tune " + " ".join(sys.argv[1:])  # re-tuned alone
+    result["dynamic"]["command"] = "python -m tree_spec.tools.tune " + " ".join(sys.argv[1:])  # re-tuned alone
     path.write_text(json.dumps(result, indent=1) + "\n")
     print(f"{name}: EAGLE-2 {dynamic_text(result['dynamic'])}, draft vocabulary "
           f"{result['dynamic']['draft_vocab'] or 'full'} -> {path}")

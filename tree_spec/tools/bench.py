@@ -1,8 +1,8 @@
 """Every draft source on one harness: the same held-out prompts, the same target, one machine, one run.
 
-    python -m tree_spec.analysis.bench [--target tiny-qwen3] [--draft tiny-qwen3-draft] [--heads models/heads]
-                              [--tuned models/tuned] [--prompts 16] [--new-tokens 128] [--temperature 0.0]
-                              [--threads 1] [--device cpu] [--out models] [--quick]
+    python -m tree_spec.tools.bench [--target tiny-qwen3] [--draft tiny-qwen3-draft] [--heads models/heads]
+                                    [--tuned models/tuned] [--prompts 16] [--new-tokens 128] [--temperature 0.0]
+                                    [--threads 1] [--device cpu] [--out models] [--quick]
 
 Methods run interleaved per prompt (plain greedy, then each method, prompt after prompt), so their
 ms/token ratios come from the same conditions. Timing: one torch thread and the thread's CPU time
@@ -21,11 +21,11 @@ per method, the measured per-depth acceptance gives the predicted tokens per pas
 predicted ms/token = (prefills + passes × (draft ms per pass + verify ms from the curve at the pass's node
 count)) / tokens, beside the measured ms/token. The note says which term is off when they differ by > 15 %.
 
-Tree drafters also run with their tuned shape (rows "(tuned)") when `python -m tree_spec.analysis.tune` saved one
+Tree drafters also run with their tuned shape (rows "(tuned)") when `python -m tree_spec.tools.tune` saved one
 under models/tuned/ (a fixed row whose shape tuning kept reads "(= tuned)": one configuration, one row); a
 section compares each tuned row with its drafter's fixed rows and names the fastest model-based drafter.
 EAGLE-1, the EAGLE-3 style head and MTP also run as confidence-stopped chains ("confidence stop":
-`CONFIDENCE_STOP`, or the k and θ that `python -m tree_spec.analysis.tune` saved, with the tuned draft vocabulary
+`CONFIDENCE_STOP`, or the k and θ that `python -m tree_spec.tools.tune` saved, with the tuned draft vocabulary
 when there is one): EAGLE-2's rule applied to a chain, a different decoder, not a shape. A tuned dynamic tree may
 stop its expansion early the same way (Dynamic Depth Decoding's rule, `DynamicShape.min_path_prob`) when the tuner
 found that faster; its form then reads "depth<=d, ..., stops below frontier path probability θ".
@@ -44,15 +44,16 @@ import torch
 from mini_llm import load_model, load_tokenizer
 from mini_llm.load import MODELS_DIR, resolve_model_path
 
+from ..analysis.clocks import clock_name
+from ..analysis.curve import DEFAULT_NEW_TOKENS, ForwardTimer
+from ..analysis.prompts import BENCH_NEW_TOKENS, BENCH_PROMPTS, held_out_prompts
+from ..analysis.tuned import TUNED_DIR
 from .args import POSITIVE_INT, positive_ints, ranged
-from .batch_sweep import batch_benchmark
+from .bench_batch import batch_benchmark
 from .bench_methods import hf_methods, spec_methods
 from .bench_report import machine, markdown, plot
 from .bench_run import run_bench, summarize
-from .clocks import clock_name
-from .curve import DEFAULT_NEW_TOKENS, ForwardTimer
-from .prompts import BENCH_NEW_TOKENS, BENCH_PROMPTS, held_out_prompts
-from .tuned import TUNED_DIR, vocab_coverage
+from .named_drafters import vocab_coverage
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--no-transformers", action="store_true", help="skip the transformers baselines")
     p.add_argument("--quick", action="store_true", help="1 prompt x 16 tokens (for tests)")
     p.add_argument("--batch", type=positive_ints, help="batch sizes, e.g. 1,4,16: plain vs speculative tokens/s per batch size instead "
-                                   "(tree_spec.analysis.batch_sweep.batch_benchmark; writes BENCHMARK_BATCH.md)")
+                                   "(tree_spec.tools.bench_batch.batch_benchmark; writes BENCHMARK_BATCH.md)")
     args = p.parse_args(argv)
     if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
         p.error(f"--device {args.device}: no CUDA GPU is visible to torch")
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
             clock=clock_name(target.device), skipped=skipped, rows=summarize(methods, curve),
             draft_vocab_coverage=[dict(size=n, coverage=vocab_coverage(written, v)) for n, v in sorted(vocabs.items())],
             cost_curve=curve.to_dict(),
-            command="python -m tree_spec.analysis.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+            command="python -m tree_spec.tools.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
         )
     finally:
         torch.set_num_threads(threads_before)

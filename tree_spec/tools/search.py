@@ -15,15 +15,15 @@ import torch
 
 from mini_llm import Transformer, generate
 
+from ..analysis.clocks import one_thread
+from ..analysis.ranks import RankProfile
+from ..analysis.tuned import CONFIDENCE_STOP
 from ..core.output import SpecOutput
 from ..core.topology import tree_node_count
 from ..decoding.chain import speculative_generate
 from ..decoding.tree import tree_speculative_generate
 from ..drafters.base import Drafter
-from .clocks import one_thread
-from .ranks import RankProfile
 from .step_costs import StepCosts
-from .tuned import CONFIDENCE_STOP
 
 # a validated shape replaces the benchmark's fixed one only when it is this much faster: two validation
 # runs of the same shape on this shared 2-core machine differ by a few percent

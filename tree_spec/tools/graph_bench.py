@@ -1,8 +1,8 @@
 """Eager loops vs fixed shapes vs CUDA graphs: what per-step overhead costs plain and chain decoding.
 
-    python -m tree_spec.analysis.graph_bench [--target tiny-qwen3] [--draft tiny-qwen3-draft] [--heads models/heads]
-                                             [--prompts 8] [--new-tokens 128] [--ks 2,4,6] [--device cuda]
-                                             [--out models] [--quick]
+    python -m tree_spec.tools.graph_bench [--target tiny-qwen3] [--draft tiny-qwen3-draft] [--heads models/heads]
+                                          [--prompts 8] [--new-tokens 128] [--ks 2,4,6] [--device cuda]
+                                          [--out models] [--quick]
 
 Three forms of the same decoding, for plain greedy, for chains drafted by the small model, EAGLE-1,
 EAGLE-3 and MTP (the shipped heads), and for EAGLE-2 dynamic trees (EAGLE-1 head):
@@ -34,17 +34,17 @@ from mini_llm import Transformer, generate, load_model, load_tokenizer
 from mini_llm.graphs import FixedShapeDecoder, graphs_available
 from mini_llm.load import MODELS_DIR, resolve_model_path
 
-from ..decoding.chain import speculative_generate
-from .bench_report import machine
-from .clocks import clock_name, device_clock
-from ..drafters.base import Drafter
-from ..drafters.model import ModelDrafter
-from ..drafters.head_io import load_head
+from ..analysis.clocks import clock_name, device_clock
+from ..analysis.prompts import held_out_prompts
 from ..core.output import SpecOutput
-from .prompts import held_out_prompts
+from ..decoding.chain import speculative_generate
 from ..decoding.dynamic import dynamic_tree_speculative_generate
+from ..drafters.base import Drafter
+from ..drafters.head_io import load_head
+from ..drafters.model import ModelDrafter
 from ..fixed_shape.chain import FixedShapeChain
 from ..fixed_shape.tree import FixedShapeDynamicTree
+from .bench_report import machine
 
 FORMS = ("eager, lists", "fixed shapes, eager", "fixed shapes, CUDA graph")
 LIST_K = 4  # the k of the two eager chain rows; graphed chains run at every k of --ks
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> dict:
         result = dict(target=str(args.target), device=str(target.device), machine=machine(target.device),
                       clock=clock_name(target.device), prompts=n_prompts, new_tokens=new_tokens, skipped=skipped,
                       rows=summarize(rows),
-                      command="python -m tree_spec.analysis.graph_bench " + " ".join(argv if argv is not None else sys.argv[1:]))
+                      command="python -m tree_spec.tools.graph_bench " + " ".join(argv if argv is not None else sys.argv[1:]))
     finally:
         torch.set_num_threads(threads_before)
     out = Path(args.out)

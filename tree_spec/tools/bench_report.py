@@ -6,9 +6,9 @@ from pathlib import Path
 
 import torch
 
+from ..analysis.clocks import hardware_name
+from ..analysis.curve import CostCurve
 from .bench_run import TOLERANCE
-from .clocks import hardware_name
-from .curve import CostCurve
 
 
 def machine(device: torch.device | str = "cpu") -> str:

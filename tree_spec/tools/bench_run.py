@@ -9,12 +9,12 @@ from tqdm.auto import tqdm
 
 from mini_llm import Transformer
 
+from ..analysis.curve import CostCurve, ForwardTimer
+from ..analysis.speedup import tau_from_alpha_at_depth
+from ..analysis.timing import time_split
 from ..core.contracts import NO_TRACE
 from ..core.output import SpecOutput
 from .bench_methods import Method
-from .curve import CostCurve, ForwardTimer
-from .speedup import tau_from_alpha_at_depth
-from .timing import time_split
 
 TOLERANCE = 0.15  # predicted vs measured ms/token
 # curve rounds after each prompt: one forward on a shared CPU varies by a factor of two (5.3 to 11.8 ms for the

@@ -15,13 +15,12 @@ import torch
 
 from mini_llm import Transformer, generate
 
+from ..analysis.clocks import device_ms, one_thread
+from ..analysis.curve import CostCurve
+from ..analysis.trace import RecordingTrace, forward_spans
 from ..core.topology import tree_node_count
 from ..decoding.tree import tree_speculative_generate
 from ..drafters.base import Drafter
-from ..drafters.model import ModelDrafter
-from .clocks import device_ms, one_thread
-from .curve import CostCurve
-from .trace import RecordingTrace, forward_spans
 
 
 @dataclass
@@ -125,7 +124,9 @@ def draft_call_breakdown(
     timed by forward hooks), `logits` (final norm + LM head: a head's over the draft vocabulary for each frontier
     node, a causal LM's over every token its forward feeds; timed apart on random hidden states of each call's row
     count, `repeats` times) and the rest (Python bookkeeping: paths, masks, feature rows). One torch thread."""
-    language_model = isinstance(drafter, ModelDrafter)  # its forward ends in its own final norm + LM head
+    # a causal LM in `.model` (the Proposer contract), whose forward ends in its own final norm + LM head;
+    # else a feature drafter with its head in `.head`
+    language_model = drafter.fixed_shape_twin == "model"
     module = drafter.model if language_model else drafter.head
     forwards = RecordingTrace(drafter.device)
     calls: list[float] = []

@@ -18,14 +18,14 @@ import torch
 
 from mini_llm import Transformer
 
+from ..analysis.ranks import start_walk
+from ..analysis.tuned import FIXED_DYNAMIC, dynamic_setting
 from ..core.growth import expand_candidates, rerank_order
 from ..decoding.dynamic import dynamic_tree_speculative_generate
 from ..decoding.loop import target_forward
 from ..drafters.base import Drafter
-from .ranks import start_walk
 from .search import FINALISTS, THETAS, fastest_unless_close, finalist_indices, interleaved_runs, print_runs
-from .step_costs import StepCosts
-from .tuned import FIXED_DYNAMIC, dynamic_setting
+from .step_costs import StepCosts, measure_costs
 
 
 @dataclass
@@ -191,8 +191,6 @@ def tune_dynamic(name: str, target: Transformer, drafters: dict, prompts: Sequen
     drafters: {draft vocabulary size or None: drafter}. The fixed setting (`FIXED_DYNAMIC`, full vocabulary) is
     validated too; it and the fastest validated settings are timed again in a run of their own
     (`search.finalist_indices`), and it is kept unless the fastest there beats it by `search.MARGIN`."""
-    from .step_costs import measure_costs
-
     ranked = []
     for key, drafter in drafters.items():
         costs = measure_costs(target, drafter, cost_prompts[:2], curve, shapes=[[1, 1, 1, 1], [4, 2, 2, 1]])

@@ -1,5 +1,5 @@
-"""`python -m tree_spec.analysis.costs`: measure the target's forward-cost curve (`curve.measure_target_costs`)
-and save it as JSON under models/costs/."""
+"""`python -m tree_spec.tools.costs`: measure the target's forward-cost curve
+(`tree_spec.analysis.curve.measure_target_costs`) and save it as JSON under models/costs/."""
 from __future__ import annotations
 
 import argparse
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from mini_llm import load_model
 
-from .curve import COSTS_DIR, measure_target_costs
-from .profile import compare_profiles
+from ..analysis.curve import COSTS_DIR, measure_target_costs
+from ..analysis.profile import compare_profiles
 
 
 def main(argv: Sequence[str] | None = None) -> None:
