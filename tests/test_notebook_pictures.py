@@ -2,7 +2,8 @@
 
 A cell draws when its top-level code (function and class bodies excluded: defining is not drawing) calls a
 `draw_*` function, a `plt.*` function other than a few that draw nothing (`plt.close`, `plt.rc`, ...) or a
-class (`plt.Rectangle`), or any `.plot(` method. A figure made without pyplot (`matplotlib.figure.Figure`, as in
+class (`plt.Rectangle`), `Figure(...)`, or a plotting method (`.plot(`, `.bar(`, `.imshow(`, ...; not `.step(`
+or `.scatter(`, which optimizers and tensors have too). A figure made without pyplot (`matplotlib.figure.Figure`, as in
 `tree_spec.ui.figures_trees`) is invisible to `plt.show()`: such a cell stored nothing until it ended with the
 figure itself.
 """
@@ -18,12 +19,14 @@ NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 PICTURES = ("image/png", "application/vnd.jupyter.widget-view+json")
 PLT_NOT_DRAWING = {"close", "rc", "rcdefaults", "rc_context", "ion", "ioff", "isinteractive", "switch_backend",
                    "get_backend", "get_cmap", "get_fignums"}
+PLOT_METHODS = {"plot", "bar", "barh", "hist", "imshow", "matshow", "pcolormesh", "errorbar", "fill_between",
+                "boxplot", "violinplot", "pie"}
 
 
 def _draws(call: ast.Call) -> bool:
     func = call.func
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    if name.startswith("draw_") or (isinstance(func, ast.Attribute) and name == "plot"):
+    if name.startswith("draw_") or name == "Figure" or (isinstance(func, ast.Attribute) and name in PLOT_METHODS):
         return True
     return (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "plt"
             and name[:1].islower() and name not in PLT_NOT_DRAWING)
@@ -96,6 +99,8 @@ def test_a_drawing_cell_without_a_picture_is_reported_with_its_notebook_index_an
     "display(curve.plot())",
     "for seed in range(3):\n    figures.draw_mask(parents)",
     "%matplotlib inline\nplt.hist([1, 2, 2])",
+    "fig = Figure(figsize=(4, 3))\nfig.subplots().bar([0, 1], [2, 3])\nfig",
+    "ax.imshow(mask, cmap='Blues')",
 ])
 def test_drawing_cells_pass_with_a_png_and_fail_without(source):
     assert drawing_calls(source)
@@ -114,6 +119,7 @@ def test_a_widget_counts_as_a_picture():
     "redraw = lambda: plt.plot([1])",
     "plt.close('all'); plt.rc('font', size=9)\nhandle = plt.Rectangle((0, 0), 1, 1)",
     "draw_count = 3  # draw_tree( in a comment\nprint('plt.show()')",
+    "optimizer.step(); scheduler.step()\nhits = torch.zeros(4).scatter(0, idx, 1.0)",
 ])
 def test_cells_that_only_import_define_or_configure_are_ignored(source):
     assert drawing_calls(source) == []

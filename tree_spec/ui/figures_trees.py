@@ -11,15 +11,10 @@ from collections.abc import Mapping, Sequence
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
+from ..core.topology import depths, tree_mask
+
 OKABE_ITO = {"orange": "#E69F00", "sky": "#56B4E9", "green": "#009E73", "yellow": "#F0E442",
              "blue": "#0072B2", "vermillion": "#D55E00", "purple": "#CC79A7", "black": "#000000"}
-
-
-def _depths(parents: Sequence[int]) -> list[int]:
-    depth = [0] * len(parents)
-    for i in range(1, len(parents)):
-        depth[i] = depth[parents[i]] + 1
-    return depth
 
 
 def draw_flat_tree_mask(parents: Sequence[int], labels: Sequence[str], prefix_len: int,
@@ -27,12 +22,7 @@ def draw_flat_tree_mask(parents: Sequence[int], labels: Sequence[str], prefix_le
     """Top: the tree flattened into one sequence (node index, token, RoPE position = prefix_len + depth, an arc
     to each parent). Bottom: the full [n, P + n] attention mask of the verify pass: the prefix block (every
     node reads all P cached slots; `shown_prefix` columns drawn for them) joined with the tree mask."""
-    n, depth = len(parents), _depths(parents)
-    anc = [[False] * n for _ in range(n)]
-    for i, p in enumerate(parents):
-        if p >= 0:
-            anc[i] = list(anc[p])
-        anc[i][i] = True
+    n, depth, anc = len(parents), depths(parents), tree_mask(parents).tolist()
     fig = Figure(figsize=(max(7.0, 0.55 * (n + shown_prefix) + 2), 6.4))
     top, bottom = fig.subplots(2, 1, gridspec_kw=dict(height_ratios=[1, 2.4]))
     for i in range(n):

@@ -7,25 +7,23 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..core.topology import depths, tree_mask
+from ..core.topology import children, depths, tree_mask
 
 ACCEPTED, REJECTED, ROOT = "#2da44e", "#d0d7de", "#0969da"
 
 
 def _layout(parents: Sequence[int]) -> list[tuple[float, float]]:
     """(x = depth, y) per node: leaves get consecutive rows in depth-first order, parents sit at their children's mean."""
-    children: list[list[int]] = [[] for _ in parents]
-    for i, p in enumerate(parents[1:], start=1):
-        children[p].append(i)
+    kids = children(parents)
     y = [0.0] * len(parents)
     next_row = 0
 
     def place(node: int) -> None:
         nonlocal next_row
-        for child in children[node]:
+        for child in kids[node]:
             place(child)
-        if children[node]:
-            y[node] = sum(y[c] for c in children[node]) / len(children[node])
+        if kids[node]:
+            y[node] = sum(y[c] for c in kids[node]) / len(kids[node])
         else:
             y[node], next_row = float(next_row), next_row + 1
 
