@@ -138,14 +138,15 @@ def checkpoint_names(module: nn.Module) -> None:
 class Attention(nn.Module):
     """Grouped-query attention with per-head RMSNorm on queries and keys (Qwen3's QK-norm)."""
 
-    def __init__(self, cfg: Config, layer_idx: int) -> None:
+    def __init__(self, cfg: Config, layer_idx: int, input_size: int | None = None) -> None:
+        """input_size: the width of x (default the hidden size; EAGLE-3's draft layer reads 2 x hidden)."""
         super().__init__()
         self.layer_idx = layer_idx
         self.n_heads, self.n_kv, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         q_size, kv_size = self.n_heads * self.head_dim, self.n_kv * self.head_dim
         # q_proj, k_proj and v_proj read the same x: one [q + 2 kv, C] matmul instead of three.
         parts = {"q_proj": q_size, "k_proj": kv_size, "v_proj": kv_size}
-        self.qkv_proj = FusedLinear(cfg.hidden_size, parts, bias=cfg.attention_bias)
+        self.qkv_proj = FusedLinear(input_size or cfg.hidden_size, parts, bias=cfg.attention_bias)
         self.o_proj = Linear(q_size, cfg.hidden_size, bias=cfg.attention_bias)
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)

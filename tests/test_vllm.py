@@ -8,8 +8,10 @@ import torch
 
 from mini_llm import generate, load_model, load_tokenizer
 from tree_spec.analysis.prompts import held_out_prompts
+from tree_spec.drafters.head_io import load_head
 from tree_spec.drafters.prompt_lookup import PromptLookupDrafter, prompt_lookup
 from tree_spec.engine import env
+from tree_spec.engine.eagle3_export import DEFAULT_HEAD, export_eagle3
 from tree_spec.engine.reconcile import course_counts, vllm_counts
 from tree_spec.engine.runner import run_vllm
 
@@ -76,5 +78,24 @@ def test_vllm_draft_model_acceptance_matches_the_course_loops(engine, course):
     theirs = vllm_counts(run, k)
     assert run.tokens == plain and outputs == plain
     assert theirs.drafts > 0 and abs(ours.drafts - theirs.drafts) <= 0.02 * theirs.drafts, (ours, theirs)
+    for position, (a, b) in enumerate(zip(ours.accepted_per_position, theirs.accepted_per_position)):
+        assert abs(a - b) <= 0.02 * theirs.drafts, (position, ours, theirs)
+
+
+def test_vllm_runs_the_exported_eagle3_head_with_the_course_loops_acceptance(engine, course, tmp_path):
+    """The shipped EAGLE-3 head, exported to the reference checkpoint layout, runs in vLLM as method "eagle3".
+    Its drafts are the head's fp32 argmax over features computed by two sets of kernels, so, as for the draft
+    model, a near-tie can flip one draft token. Tolerance: each position's accepted count, and the number of
+    steps that drafted, within 2 % of vLLM's drafting steps."""
+    target, _, prompts, plain = course
+    k = 3
+    checkpoint = export_eagle3(DEFAULT_HEAD, TARGET_DIR, tmp_path / "eagle3")
+    run = run_vllm(TARGET_DIR, prompts, NEW_TOKENS, {"method": "eagle3", "model": str(checkpoint),
+                                                     "num_speculative_tokens": k})
+    ours, outputs = course_counts(target, load_head(DEFAULT_HEAD, target), prompts, NEW_TOKENS, k)
+    theirs = vllm_counts(run, k)
+    assert run.tokens == plain and outputs == plain
+    assert theirs.drafts > 0 and abs(ours.drafts - theirs.drafts) <= 0.02 * theirs.drafts, (ours, theirs)
+    assert theirs.accepted_per_position[0] > 0.5 * theirs.drafts, theirs  # a trained head, not a stand-in
     for position, (a, b) in enumerate(zip(ours.accepted_per_position, theirs.accepted_per_position)):
         assert abs(a - b) <= 0.02 * theirs.drafts, (position, ours, theirs)

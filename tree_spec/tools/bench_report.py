@@ -134,8 +134,26 @@ def markdown(result: dict) -> str:
                 f"{c['measured_ms_per_token']:.2f} | {c['gap']:+.1%} | {c['note']} |"
             )
         lines += ["", "The transformers baselines run their own loop (not instrumented): no reconciliation row."]
+    lines += peer_section(result.get("vllm_peer"))
     lines += ["", f"Command: `{result['command']}`", ""]
     return "\n".join(lines)
+
+
+def peer_section(peer: dict | None) -> list[str]:
+    """Markdown lines for `--vllm-peer` (none without it)."""
+    if peer is None:
+        return []
+    lines = ["", "## vLLM beside the course's loop (wall time)", ""]
+    if "skipped" in peer:
+        return lines + [f"Skipped: {peer['skipped']}."]
+    return lines + [
+        f"vLLM's CPU build ({peer['engine']}) and the course's loop on the same model, machine and "
+        f"{peer['prompts']} held-out prompts x {peer['new_tokens']} new tokens, greedy, one thread each (vLLM's kernels "
+        "bound to one core), wall time including each engine's own scheduling; batch 1 = one request after another, "
+        f"batch {peer['batch']} = all at once. ms/token = median of {peer['repeats']} repeats (min..max). \"faster\" only "
+        "when the repeats' ranges do not overlap. The draft model's k is 4, prompt lookup's 5 (n-grams 1..3, vLLM's "
+        "rule), the EAGLE-3 head's 3. Where the course's loop cannot run a row, the table says why.", "",
+        *peer["table"].splitlines(), "", f"Peer command: `{peer['command']}`"]
 
 
 def plot(result: dict, path: Path) -> None:
