@@ -52,7 +52,7 @@ def test_a_wrong_file_is_named_with_its_exercise(settings: Settings, models: Mod
     with one_thread():
         if where.startswith("prompt"):
             cap.greedy_rows()
-        cap.accept_walks()
+        cap.rule_walks()
     text = "\n".join(f.text() for f in cap.result.failures)
     assert cap.result.failures and all(f.keys == [key] for f in cap.result.failures), text
     label = capstone_pieces.BY_KEY[key].label

@@ -17,6 +17,10 @@ def test_flat_tree_mask_draws_one_cell_per_query_and_key():
     assert len(filled) == 6 * 3 + sum([1, 2, 2, 3, 3, 3])       # prefix all visible + each node's path
     texts = [t.get_text() for t in top.texts]
     assert "12" in texts and "11" in texts                       # positions prefix_len + depth
+    rows = [t.get_text() for t in bottom.get_yticklabels()]
+    columns = [t.get_text() for t in bottom.get_xticklabels()]
+    assert rows == [f"{i} {c}" for i, c in enumerate(labels)]    # every row names its node's index
+    assert columns[3:] == rows and all(c.startswith("slot") for c in columns[:3])   # tree columns too
 
 
 def test_reach_has_one_line_per_shape():

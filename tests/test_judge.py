@@ -114,6 +114,14 @@ POINTED = {
     ("14-roofline", "mutates_hw.py"): ["modified the caller's `hw`", "dict(hw)"],
     ("15-confident-chain", "stops_at_theta.py"): ["q == theta", "strictly below"],
     ("15-confident-chain", "extends_context.py"): ["modified the caller's `context`"],
+    ("07-tree-rejection", "contiguous_children.py"): ["accepted lengths of the non-BFS tree",
+                                                      "parents[i] == node", "Re-run the tree", "expected 300.0, yours 0",
+                                                      "Node 3 is a child of the root"],
+    ("09-compact-path", "lengths_one_row.py"): ["cache.lengths = [10] (1 row(s)) on a cache of 2 batch rows",
+                                                "Rule: cache.length = start + len(path)"],
+    ("11-draft-tree", "rank_major.py"): ["rank-major", "frontier-major", "Rule: new nodes frontier-major"],
+    ("12-ngram-proposer", "window_512.py"): ["a fixed number of tokens", "998 tokens"],
+    ("15-confident-chain", "float32_log_space.py"): ["q == theta", "float32 sum of log-probs"],
 }
 
 # per exercise, the wrong files that show (mutated input, edge case, boundary or reproducibility) failing with a
@@ -185,6 +193,24 @@ def test_wrong_solution_fails_with_a_pointed_message(check_output, exercise, wro
     assert line.lstrip().startswith("ok"), line
     for word in POINTED[exercise, wrong]:
         assert word in line, f"diagnosis of {exercise}/wrong/{wrong} should mention {word!r}: {line}"
+
+
+def test_every_wrong_files_message_names_a_rule(check_output):
+    """The diagnosis `check` prints for every shipped wrong file names the README rule it breaks (a failing case's
+    'Rule: ...', the rule of the case an exception stopped in, or a check's own 'The rule: ...')."""
+    lines = [row for row in check_output[1].splitlines() if "wrong/" in row]
+    assert lines and len(lines) == sum(len(ex.wrong_files()) for ex in EXERCISES)
+    for line in lines:
+        assert re.search(r"\b[Rr]ules?( this case checks)?: ", line), f"names no rule: {line}"
+
+
+def test_a_statistical_failure_shows_a_seeded_input_with_expected_and_observed_counts(check_output):
+    for wrong in ("no_renorm.py", "contiguous_children.py", "no_q_update.py"):
+        line = next(row for row in check_output[1].splitlines() if f"wrong/{wrong}" in row)
+        assert "Re-run" not in line or re.search(r"manual_seed\(\d+\); over 1000 calls .* expected [\d.]+, yours \d+",
+                                                  line), line
+    line = next(row for row in check_output[1].splitlines() if "wrong/contiguous_children.py" in row)
+    assert "Likely mistake" not in line and "only the first child" not in line, line
 
 
 def test_every_wrong_file_has_a_pointed_message_test():
@@ -328,8 +354,11 @@ def test_solution_is_shown_only_after_a_pass_or_with_force(env):
     assert judge(*opts, "test", "4", str(PRACTICE / "exercises/04-tree-size/solution.py"))[0] == 0
     code, out = judge(*opts, "solution", "4")
     assert code == 0 and "def tree_size" in out
-    code, out = judge(*opts, "list")
-    assert "solved" in out and f"1/{len(EXERCISES)} solved" in out
+    code, out = judge(*opts, "list")  # another file passed: the workspace has no file of exercise 4
+    assert "tree-size              elsewhere" in out and f"0/{len(EXERCISES)} solved" in out, out
+    (env["root"] / "gating" / "04-tree-size.py").write_text((PRACTICE / "exercises/04-tree-size/solution.py").read_text())
+    code, out = judge(*opts, "list")  # the same content as the file that passed
+    assert "tree-size              solved" in out and f"1/{len(EXERCISES)} solved" in out, out
 
 
 def test_no_subcommand_starts_the_next_unsolved_exercise(tmp_path):

@@ -13,6 +13,7 @@ from practice.judgekit import references
 from practice.judgekit.catalog import discover, resolve
 from practice.judgekit.grading import cases_module, diagnose
 from practice.judgekit.guard import change, guarded, snapshot
+from practice.judgekit.rejection import outcome_law, verify
 from practice.judgekit.settings import PRACTICE, Settings
 from practice.judgekit.spec import Context
 
@@ -40,6 +41,8 @@ def test_every_rule_lists_existing_cases_and_case_names_are_unique(ex):
         assert listed, f"{ex.name}: rule {rule!r} lists no case"
         missing = [name for name in listed if name not in names]
         assert not missing, f"{ex.name}: rule {rule!r} lists unknown cases {missing}"
+    for mistake in cases.MISTAKES:
+        assert mistake.rule in cases.RULES, f"{ex.name}: {mistake.message[:50]!r} names no README rule (with_rules)"
 
 
 def solution_and_data(ex):
@@ -68,7 +71,7 @@ def test_each_modelled_mistake_is_named_when_a_learner_makes_it(ex):
         failing = {case.name: case for case in graded
                    if cases.check(outputs[case.name], data["expected"][case.name], case) is not None}
         assert failing, f"{ex.name}: the mistake {mistake.message[:60]!r} fails no case"
-        assert diagnose(cases, data, outputs, failing) == mistake.message, (
+        assert diagnose(cases, data, outputs, failing, {case.name: case for case in graded}) == mistake.message, (
             f"{ex.name}: {mistake.message[:60]!r} is not named for its own outputs (failing: {sorted(failing)})")
 
 
@@ -98,7 +101,8 @@ def test_tree_rejection_mistakes_move_the_exact_law():
     for name, flags in cases.VARIANTS.items():
         s, l = cases.tree_law(**flags)
         assert max(total_variation(s, sequences), total_variation(l, lengths)) >= TV_MIN, name
-    assert math.isclose(float(cases.chain_length_law().sum()), 1.0, abs_tol=1e-6)
+    chain_case = next(c for c in cases.cases(context()) if c.name == "chain of 6")
+    assert math.isclose(float(cases.expected(chain_case, context())[1].sum()), 1.0, abs_tol=1e-6)
 
 
 def test_the_tree_law_enumeration_matches_sampling():
@@ -110,7 +114,7 @@ def test_the_tree_law_enumeration_matches_sampling():
     counts = torch.zeros(3)
     for _ in range(8_000):
         tokens, draft, target = cases._tree(g, False)
-        path, _ = cases._verify(tokens, cases.PARENTS, draft, target, generator, siblings=False)
+        path, _ = verify(tokens, cases.PARENTS, draft, target, generator, siblings=False)
         counts[len(path) - 1] += 1
     freq = counts / counts.sum()
     se = (law * (1 - law) / 8_000).sqrt()
@@ -215,3 +219,41 @@ def test_numbers_of_other_types_are_graded_as_the_int_or_float_they_equal():
     assert int_mismatch(torch.tensor(14), 14, "nodes") is None  # a 0-d integer tensor, as float_mismatch reads floats
     assert "expected an int" in int_mismatch(torch.tensor(14.0), 14, "nodes")
     assert "expected an int" in int_mismatch(14.0, 14, "nodes")
+
+
+def test_the_outcome_law_of_one_tree_matches_sampling():
+    """judgekit.rejection.outcome_law (the expected counts a failing exercise-07 case shows) against 6,000 draws of
+    the solution's rule on one drafted tree of each shape: every (path, next token) frequency within 4 standard
+    errors."""
+    cases = cases_module(resolve(EXERCISES, "7"))
+    for case in (c for c in cases.cases(context()) if c.args["kind"] in ("law", "shape")):
+        shape, draw = cases._case_shape(case)
+        tokens, draft, target = draw(torch.Generator().manual_seed(case.args["seed"]))
+        law, counts, generator = outcome_law(tokens, shape.parents, draft, target), {}, torch.Generator().manual_seed(1)
+        for _ in range(6_000):
+            path, token = verify(tokens, shape.parents, draft, target, generator)
+            counts[tuple(path), token] = counts.get((tuple(path), token), 0) + 1
+        assert set(counts) <= set(law), case.name
+        assert math.isclose(sum(law.values()), 1.0, abs_tol=1e-6), case.name  # float32 rows
+        for outcome, prob in law.items():
+            se = math.sqrt(prob * (1 - prob) / 6_000)
+            assert abs(counts.get(outcome, 0) / 6_000 - prob) <= 4 * se + 1e-9, (case.name, outcome)
+
+
+def test_the_chain_outcome_law_completes_to_the_chain_law():
+    """Exercise 06's outcome_law (the expected counts a failing case shows), averaged over the drafts and completed
+    from the target rows, is the exact law of the emitted sequences the case grades."""
+    cases = cases_module(resolve(EXERCISES, "6"))
+    d, t, V, K = cases.DRAFT.double(), cases.TARGET.double(), cases.V, cases.K
+    law = torch.zeros(V, V, V, dtype=torch.float64)
+    for x0 in range(V):
+        for x1 in range(V):
+            for (n, nxt), prob in cases.outcome_law([x0, x1], cases.DRAFT, cases.TARGET).items():
+                w = float(d[0, x0] * d[1, x1]) * prob
+                if n == 0:
+                    law[nxt] += w * torch.outer(t[1], t[2])
+                elif n == 1:
+                    law[x0, nxt] += w * t[2]
+                else:
+                    law[x0, x1, nxt] += w
+    assert torch.allclose(law.flatten(), cases.chain_law(), atol=1e-7)

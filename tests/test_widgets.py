@@ -241,14 +241,21 @@ def test_batch_panel_reproduces_the_h100_roofline_rows():
 
 
 def test_readme_reference_figures_are_the_ones_the_code_uses():
-    """The README's Reference figures table states the H100 batch table and the Qwen3-0.6B run as the code has them."""
+    """The README's Reference figures table states the H100 batch table and the Qwen3-0.6B run as the code has them,
+    and labels the H100 figures as a model with their assumed inputs."""
     import re
 
     from tree_spec.analysis.experiment import REFERENCE
+    from tree_spec.analysis.speedup import Roofline
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme.split("## Reference figures", 1)[1].split("\n## ", 1)[0]
     row = next(line for line in section.splitlines() if line.startswith("| H100 batch table (a model) |"))
+    inputs = next(line for line in section.splitlines()
+                  if line.startswith("| H100 roofline model inputs (public and assumed) |"))
+    hw = Roofline()
+    assert f"{hw.efficiency:.0%}".replace("%", " % efficiency") in inputs and f"{hw.fixed_s * 1e3:.1f} ms" in inputs
+    assert "Assumed round numbers" in inputs and "not a measurement" in row
     numbers = lambda label: [float(x) for x in re.search(label + r" ([\d./ ]+)", row).group(1).split(" / ")]
     table = speedup_table()
     assert numbers("batch") == [r.batch for r in table]

@@ -7,7 +7,8 @@ verify rules and proposers (`capstone_loop`, `capstone_drafters`).
   the package's own loop (`speculate`) with the same drafter beside it, interleaved per prompt in the same run
   (thread CPU time, one torch thread);
 - the tree-forward check: greedy decoding verified by piece 10 (no KV cache);
-- the acceptance walk: piece 03 against the package's rule on constructed trees with deep agreeing paths;
+- rules on constructed inputs (`capstone_rules`): each learner's piece against its exercise's solution on
+  inputs its rows seldom meet (deep trees and paths, several frontier nodes, far matches, q == theta);
 - the sampled check: piece 07 inside the loop, with a draft far from the target (`ReversedDraft`), Pearson
   chi-square of short continuations against the exact law of plain sampling (fixed seeds);
 - a summary and a timeline figure in the workspace.
@@ -16,6 +17,7 @@ piece call runs under a time limit (`capstone_pieces.time_limit`), so a piece th
 """
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,9 +34,11 @@ from tree_spec.decoding.loop import speculate
 from .capstone_loop import Pieces, Shadow, speculate_with
 from .capstone_models import Models, Plan, RowSpec, row_specs
 from .capstone_pieces import BY_KEY, DRAFT_KEYS, PIECES, VERIFY_KEYS, PieceError, Source, choose, reference
+from .capstone_rules import snapshots, unchanged, walks
 from .capstone_report import Failure, Result, RowResult, divergence, draw_timeline, rows_table, sources_table, summary
-from .capstone_sampled import P_MIN, sampled_check
+from .capstone_sampled import sampled_check
 from .settings import Settings
+from .values import law_holds
 
 
 def mine(sources: dict[str, Source], keys: tuple[str, ...] | list[str]) -> list[str]:
@@ -157,29 +161,39 @@ class Capstone:
             identical += 1
         return identical
 
-    def accept_walks(self) -> None:
-        """Piece 03 on `deep_trees` against the package's rule (`tree_spec.core.accept`; the rows seldom accept more
-        than 4 drafts), and that it leaves target_logits unchanged; only when piece 03 is not the reference."""
-        if not mine(self.result.sources, ("03",)):
-            return
-        trees = deep_trees()
-        for name, tokens, parents, logits in trees:
-            want = accept_greedy(tokens, parents, logits)
-            before = logits.clone()
+    def rule_walks(self) -> None:
+        """Each of the learner's pieces on the constructed inputs of `capstone_rules` against its exercise's solution,
+        its arguments checked unchanged after the call (the acceptance walk's target_logits is read after it)."""
+        sources, mine_keys = self.result.sources, mine(self.result.sources, [p.key for p in PIECES])
+        todo = [w for w in walks(self.m.small, self.prompts[0]) if w.key in mine_keys]
+        failed: set[str] = set()
+        for walk in todo:
+            if walk.key in failed:
+                continue
+            args = walk.args()
+            before = snapshots(args)
             try:
-                got = Pieces(self.result.sources, name).accept(list(tokens), list(parents), logits)
+                got = Pieces(sources, walk.name).call(walk.key, *args)
             except PieceError as e:
+                problem = e.message
+            else:
+                moved, want = unchanged(before, args), walk.what(self.refs[walk.key].fn(*walk.args()))
+                names = list(inspect.signature(self.refs[walk.key].fn).parameters)
+                problem = (f"returned {walk.what(got)!r:.300}; the rule gives {want!r:.300}" if walk.what(got) != want
+                           else None if moved is None else
+                           f"changed {names[moved] if moved < len(names) else 'an argument'} in place (the loop "
+                           f"reads its arguments after the call; the exercise grades them unchanged)")
+                if walk.key == "03" and problem and problem.startswith("returned"):
+                    problem = f"returned the path {walk.what(got)}; the rule accepts {want}"
+            if problem:
+                failed.add(walk.key)
                 self.result.rules_followed = False
-                self.fail("acceptance walk", ["03"], f"on {name}: {e.message}")
-                return
-            if got != want or not torch.equal(logits, before):
-                problem = f"returned the path {got}; the rule accepts {want}" if got != want else \
-                    "changed target_logits in place (the loop reads it after the walk)"
-                self.result.rules_followed = False
-                self.fail("acceptance walk", ["03"], f"on {name}: {problem}")
-                return
-        self.log(f"acceptance walk (03): your accept_greedy returns the rule's path on {len(trees)} constructed trees "
-                 f"({'; '.join(name for name, *_ in trees)})")
+                self.fail("rules on constructed inputs", [walk.key], f"on {walk.name}: {problem}")
+        if todo:
+            keys = sorted({w.key for w in todo} - failed)
+            self.log(f"rules on constructed inputs: {', '.join(keys) or 'none'} of your pieces "
+                     f"{', '.join(sorted({w.key for w in todo}))} follow the exercises' rules on {len(todo)} inputs "
+                     f"their rows seldom meet (capstone_rules)")
 
     def sampled(self, seed: int = 0) -> None:
         """Piece 07 in the loop against plain sampling's exact law (`capstone_sampled`): logs the verdict, sets
@@ -196,29 +210,6 @@ class Capstone:
         if not check.passed:
             broken = sorted({k for f in self.result.failures for k in f.keys} & {"01", "02", "09"})
             self.fail("sampled check", mine(self.result.sources, ("07",)) or ["07"], check.problem(broken))
-
-
-def deep_trees(vocab: int = 64) -> list[tuple[str, list[int], list[int], torch.Tensor]]:
-    """(name, tokens, parents, target_logits [n, vocab]) of trees whose target agrees along a long path: a chain of
-    12 drafts, and 8 levels of 3 siblings whose agreeing child is the last, except at level 5, where the 2nd and
-    3rd carry the same token (the 2nd is on the path). Every other node predicts token 0, which no node carries."""
-    tokens, parents, path = [1], [-1], [0]
-    for level in range(8):
-        kids = [10 + 3 * level + j for j in range(3)]
-        if level == 4:
-            kids[2] = kids[1]
-        path.append(len(tokens) + (1 if level == 4 else 2))
-        tokens, parents = tokens + kids, parents + [path[-2]] * 3
-    trees = [("a chain of 12 drafts, all accepted", list(range(1, 14)), [-1, *range(12)], list(range(13))),
-             ("8 levels of 3 siblings, 8 accepted", tokens, parents, path)]
-    out = []
-    for name, toks, pars, agreed in trees:
-        logits = torch.zeros(len(toks), vocab)
-        logits[:, 0] = 1.0
-        for a, b in zip(agreed, agreed[1:]):
-            logits[a, 0], logits[a, toks[b]] = 0.0, 1.0
-        out.append((name, toks, pars, logits))
-    return out
 
 
 def run(settings: Settings, sources: dict[str, Source], plan: Plan = Plan(),
@@ -242,7 +233,7 @@ def run(settings: Settings, sources: dict[str, Source], plan: Plan = Plan(),
         for line in rows_table(r.rows, r.plain_ms_per_token, n):
             log(line)
         log("")
-        cap.accept_walks()
+        cap.rule_walks()
         same = cap.tree_forward()
         log(f"tree forward (10): {same}/{plan.tree_forward_prompts} prompts identical to plain decoding, each pass "
             f"verified by tree_logits without a KV cache (small-model tree [2, 2, 1, 1])")
@@ -252,7 +243,7 @@ def run(settings: Settings, sources: dict[str, Source], plan: Plan = Plan(),
             r.figure = settings.workspace / "capstone-timeline.png"
             _timeline(cap, best.spec, r.figure)
     identical = all(row.identical == n for row in r.rows) and same == plan.tree_forward_prompts
-    sampled_ok = r.sampling_p is not None and r.sampling_p > P_MIN
+    sampled_ok = r.sampling_p is not None and law_holds(r.sampling_p)
     r.passed = r.ok and identical and r.rules_followed and sampled_ok  # from the counts too, not only the failure list
     for line in summary(r, identical, sampled_ok, time.perf_counter() - started):
         log(line)

@@ -17,6 +17,7 @@ from tree_spec.core.contracts import DraftRequest, TargetFeatures
 from tree_spec.drafters.base import Drafter
 
 from .capstone_loop import Pieces, Shadow, check_tree
+from .values import TYPE_POLICY, as_ints, kind
 
 
 class _Base:
@@ -49,7 +50,7 @@ class _Base:
         tree = check_tree(out, request.root, request.max_depth, self.vocab_size)
         if isinstance(tree, str):
             raise self.pieces.fail(self.key, tree)
-        self.shadow.compare(out, self.pieces.where, args)
+        self.shadow.compare((tree.tokens, tree.parents), self.pieces.where, args)
         return tree
 
 
@@ -73,11 +74,11 @@ class NGramProposer(_Base):
         self.pieces.locate(len(request.context))
         drafts: list[int] = []
         for n in self.ngrams:
-            drafts = self.pieces.call(self.key, list(seq), n, k)
-            if not (isinstance(drafts, list) and len(drafts) <= k
-                    and all(isinstance(t, int) and 0 <= t < self.vocab_size for t in drafts)):
-                raise self.pieces.fail(self.key, f"returned {drafts!r:.80} for n = {n}, k = {k}: need a list of "
-                                                 f"at most k token ids in [0, {self.vocab_size})")
+            out = self.pieces.call(self.key, list(seq), n, k)
+            drafts = as_ints(out)
+            if drafts is None or len(drafts) > k or not all(0 <= t < self.vocab_size for t in drafts):
+                raise self.pieces.fail(self.key, f"returned {out!r:.80} ({kind(out)}) for n = {n}, k = {k}: need a "
+                                                 f"list of at most k token ids in [0, {self.vocab_size}) ({TYPE_POLICY})")
             self.shadow.compare(drafts, f"{self.pieces.where} (n = {n})", lambda: (list(seq), n, k))
             if drafts:
                 break

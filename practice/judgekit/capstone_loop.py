@@ -12,7 +12,6 @@ that names the function, the exercise and where it happened.
 """
 from __future__ import annotations
 
-import operator
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -30,30 +29,35 @@ from tree_spec.decoding.loop import speculate
 from tree_spec.decoding.rules import VerifyRules
 
 from .capstone_pieces import BY_KEY, Piece, PieceError, PieceTimeout, Source, time_limit, timeout_message
+from .values import TYPE_POLICY, as_int, as_ints, kind
 
 
-def _is_path(path: Any, parents: Sequence[int]) -> bool:
-    """A root path: [0, child, grandchild, ...] of ints, each node a child of the one before."""
-    return (isinstance(path, list) and len(path) >= 1 and all(isinstance(i, int) for i in path) and path[0] == 0
-            and all(0 <= b < len(parents) and parents[b] == a for a, b in zip(path, path[1:])))
-
-
-def _ints(values: list[Any]) -> list[int] | None:
-    """The values as ints (ints, NumPy integers, 0-d integer tensors), or None if one is not an integer."""
-    try:
-        return [operator.index(v) for v in values]
-    except TypeError:
+def root_path(path: Any, parents: Sequence[int]) -> list[int] | None:
+    """`path` as a list of node ids (`values.as_ints`) when it is a root path: [0, child, grandchild, ...], each node
+    a child of the one before; else None."""
+    ids = as_ints(path)
+    if not ids or ids[0] != 0 or not all(0 <= b < len(parents) and parents[b] == a for a, b in zip(ids, ids[1:])):
         return None
+    return ids
+
+
+def normal(value: Any) -> Any:
+    """A piece's result as the judge reads it (`values`): a list or tuple of ints as a list, (tokens, parents) as a
+    tuple of two lists; anything else as it is. Results are compared with the reference in this form."""
+    if isinstance(value, tuple) and len(value) == 2 and all(as_ints(v) is not None for v in value):
+        return as_ints(value[0]), as_ints(value[1])
+    ints = as_ints(value)
+    return value if ints is None else ints
 
 
 def check_tree(out: Any, root: int, max_depth: int, vocab_size: int) -> DraftTree | str:
     """The DraftTree when `out` is (tokens, parents) of a valid tree of integers rooted at `root`, its tokens in
     [0, vocab_size), at most `max_depth` deep; else what is wrong."""
-    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], list) and isinstance(out[1], list)):
-        return f"expected (tokens, parents) as two lists, got {type(out).__name__}"
-    tokens, parents = _ints(out[0]), _ints(out[1])
+    if not (isinstance(out, tuple) and len(out) == 2):
+        return f"expected a tuple (tokens, parents), got {kind(out)}"
+    tokens, parents = as_ints(out[0]), as_ints(out[1])
     if tokens is None or parents is None:
-        return f"tokens {out[0][:8]} / parents {out[1][:8]}: need lists of integers"
+        return (f"tokens: {kind(out[0])}, parents: {kind(out[1])}; need two lists of ints ({TYPE_POLICY})")
     if len(tokens) != len(parents) or not tokens or tokens[0] != root:
         return f"tokens {tokens[:8]} / parents {parents[:8]}: need equal lengths and tokens[0] == root {root}"
     outside = [t for t in tokens if not 0 <= t < vocab_size]
@@ -83,8 +87,9 @@ class Shadow:
         if self.reference is None or self.mismatch is not None:
             return
         start = time.thread_time()
-        want = self.reference(*args())
+        want = normal(self.reference(*args()))
         self.seconds += time.thread_time() - start
+        got = normal(got)
         if got != want:
             self.mismatch = f"{where}: expected {_short(want)}, got {_short(got)}"
 
@@ -153,10 +158,11 @@ class Pieces:
 
     def accept(self, tokens: list[int], parents: list[int], logits: torch.Tensor) -> list[int]:
         """Piece 03 -> the accepted root path (node ids)."""
-        path = self.call("03", tokens, parents, logits)
-        if not _is_path(path, parents):
-            raise self.fail("03", f"returned {path!r:.120} for tokens {tokens}, parents {parents}: "
-                                  f"not a path of node ids from the root 0")
+        out = self.call("03", tokens, parents, logits)
+        path = root_path(out, parents)
+        if path is None:
+            raise self.fail("03", f"returned {out!r:.120} ({kind(out)}) for tokens {tokens}, parents {parents}: not "
+                                  f"a path of node ids from the root 0, each a child of the one before ({TYPE_POLICY})")
         if self.accept_shadow is not None:
             self.accept_shadow.compare(path, self.where, lambda: (list(tokens), list(parents), logits))
         return path
@@ -165,11 +171,12 @@ class Pieces:
                     ) -> tuple[list[int], int]:
         """Piece 07 -> (accepted path, next token)."""
         out = self.call("07", tree.tokens, tree.parents, tree.draft_probs, target_probs, generator)
-        if not (isinstance(out, tuple) and len(out) == 2 and _is_path(out[0], tree.parents)
-                and 0 <= int(out[1]) < target_probs.shape[-1]):
-            raise self.fail("07", f"returned {out!r:.120} for parents {tree.parents}: "
-                                  f"need (path of node ids from 0, next token id)")
-        return out[0], int(out[1])
+        path = root_path(out[0], tree.parents) if isinstance(out, tuple) and len(out) == 2 else None
+        token = as_int(out[1]) if path is not None else None
+        if path is None or token is None or not 0 <= token < target_probs.shape[-1]:
+            raise self.fail("07", f"returned {out!r:.120} ({kind(out)}) for parents {tree.parents}: need (path of "
+                                  f"node ids from 0, next token id) ({TYPE_POLICY})")
+        return path, token
 
     def keep_path(self, cache: KVCache, start: int, path: list[int]) -> None:
         """Piece 09: compact the cache to the committed prefix plus the path."""

@@ -114,7 +114,7 @@ def summary(r: Result, identical: bool, sampled_ok: bool, seconds: float) -> lis
     best = r.best()
     if best is not None:
         lines.append(f"  best speedup: {r.plain_ms_per_token / (best.ms / best.tokens):.2f}x ({best.spec.name}, "
-                     f"τ {best.tokens / best.target_calls:.2f}); timeline: {r.figure}")
+                     f"τ {best.tokens / best.target_calls:.2f}); timeline: {_shown(r.figure)}")
     lines.append(f"  {'PASS' if r.passed else 'FAIL'} in {seconds:.0f} s")
     return lines
 
@@ -140,3 +140,13 @@ def draw_timeline(target: Transformer, proposer: Proposer, prompt: list[int], n:
     fig = draw(plain, Timeline(f"your {spec.name}", spans, out.tokens), n_tokens=min(24, n - 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
+
+
+def _shown(path: Path | None) -> str:
+    """A path relative to the repository when it is inside it."""
+    from .settings import REPO
+
+    try:
+        return str(path.resolve().relative_to(REPO)) if path is not None else ""
+    except ValueError:
+        return str(path)

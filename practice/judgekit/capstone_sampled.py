@@ -19,8 +19,7 @@ from tree_spec.drafters.base import Drafter
 
 from .capstone_drafters import ReversedDraft
 from .capstone_loop import Pieces, speculate_with
-
-P_MIN = 0.001  # the sampled check passes when p > P_MIN
+from .values import P_MIN, law_holds
 
 
 @torch.inference_mode()
@@ -49,13 +48,13 @@ class Sampled:
 
     @property
     def passed(self) -> bool:
-        return self.p > P_MIN
+        return law_holds(self.p)
 
     def line(self) -> str:
         return (f"sampled (07): {self.samples} runs of {self.tokens} tokens at temperature 1, top-k 3, 2 children "
                 f"per root drawn from the small model's top 3 reversed and sharpened (a draft far from the target); "
                 f"chi-square against plain sampling's exact law over {len(self.observed) - 1} continuations: "
-                f"statistic {self.stat:.1f}, p = {self.p:.3g} ({'pass' if self.passed else 'FAIL'}: p > {P_MIN})")
+                f"statistic {self.stat:.1f}, p = {self.p:.3g} ({'pass' if self.passed else 'FAIL'}: p >= {P_MIN:g}, as in the exercises)")
 
     def problem(self, broken: list[str]) -> str:
         """Why it failed, given the verify pieces (`broken`: among 01, 02, 09) that already failed the rows."""

@@ -32,14 +32,19 @@ def workspace_file(settings: Settings, ex: Exercise) -> Path:
 
 
 def cmd_list(settings: Settings, exercises: list[Exercise]) -> int:
+    """Every exercise's state against its current workspace file; the bar counts the files that pass as they are."""
     progress = Progress.load(settings.workspace)
+    states = {ex.name: progress.state(ex.name, workspace_file(settings, ex)) for ex in exercises}
     for ex in exercises:
-        file = workspace_file(settings, ex)
-        status = ("solved" if progress.still_passes(ex.name, file) else "changed" if ex.name in progress.passed
-                  else "started" if file.exists() else "")
-        print(f"  {ex.number:2d}  {ex.slug:<22} {status:<8} {ex.title}")
+        print(f"  {ex.number:2d}  {ex.slug:<22} {states[ex.name]:<8} {ex.title}")
     print(capstone_status.list_line(settings, len(exercises) + 1))
-    print(report.progress_bar(sum(ex.name in progress.passed for ex in exercises), len(exercises)))
+    print(report.progress_bar(sum(state == "solved" for state in states.values()), len(exercises)))
+    if "changed" in states.values():
+        print("changed: your workspace file is not a file that passed (edited since, or another file passed); "
+              "`python practice/judge.py test N` grades it as it is now.")
+    if "elsewhere" in states.values():
+        print("elsewhere: another file passed, and there is no workspace file; `list` and the capstone go by the "
+              "workspace file (`python practice/judge.py start N` makes one).")
     return 0
 
 
@@ -69,6 +74,12 @@ def cmd_test(settings: Settings, ex: Exercise, file: str | None) -> int:
     progress.record_pass(ex.name, path)
     progress.save(settings.workspace)
     print(f"Solved. Compare with the reference solution: python practice/judge.py solution {ex.number}")
+    own = workspace_file(settings, ex)
+    if path.resolve() != own.resolve():
+        state = {"solved": "keeps its pass", "changed": "has not passed as it is now",
+                 "elsewhere": "does not exist"}[progress.state(ex.name, own)]
+        print(f"This pass is kept for {shown(path)}, beside any earlier one; your workspace file {shown(own)} "
+              f"{state}, and `list` and the capstone go by the workspace file.")
     return 0
 
 
@@ -105,13 +116,17 @@ def check_jobs(exercises: list[Exercise]) -> list[tuple[Job, str, bool]]:
 
 
 def first_diagnosis(result: dict) -> str:
-    """The likely mistake, else the first failing case's message, else the last line of the detail."""
+    """The likely mistake (with the rule the first failing case shows broken), else the first failing case's
+    message, else the detail's first and last lines (an exception's, then the rule its case checks)."""
     failing = [c for c in result.get("cases", []) if not c["ok"]]
     if result.get("mistake"):
-        return result["mistake"]
+        rule = next((c["rule"] for c in failing if c.get("rule")), None)
+        return result["mistake"] + (f" Rule: {rule}." if rule else "")
     if failing:
-        return failing[0]["message"]
+        return " ".join(failing[0]["message"].split())
     lines = (result.get("detail") or "").strip().splitlines()
+    if lines and lines[-1].startswith("Rule this case checks:") and len(lines) > 2:
+        return f"{lines[0]} ... {lines[-2]} {lines[-1]}"
     if len(lines) > 1 and lines[0].startswith("Case "):
         return f"{lines[0]} ... {lines[-1]}"
     return lines[-1] if lines else ""
@@ -209,7 +224,7 @@ def cmd_record(settings: Settings, exercises: list[Exercise], requested: str = "
 
 def cmd_continue(settings: Settings, exercises: list[Exercise]) -> int:
     progress = Progress.load(settings.workspace)
-    todo = [ex for ex in exercises if ex.name not in progress.passed]
+    todo = [ex for ex in exercises if not progress.still_passes(ex.name, workspace_file(settings, ex))]
     if not todo:
         print("Every exercise is solved. Well done!")
         return 0

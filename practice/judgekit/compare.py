@@ -1,7 +1,8 @@
 """Comparisons used by the exercises' checks; each returns None on a match, else a one-paragraph message.
 
 Numeric: type, then shape, then dtype, then max abs / rel error, the worst index and the tolerance.
-Tokens and integers: exact. Counts: a chi-square goodness-of-fit test (tree_spec.analysis.stats.chi_square).
+Tokens and integers: exact, read by the one type policy of judgekit.values (which the capstone reads them by too).
+Counts: a chi-square goodness-of-fit test (tree_spec.analysis.stats.chi_square), passing at p >= values.P_MIN.
 """
 from __future__ import annotations
 
@@ -13,19 +14,16 @@ import torch
 
 from tree_spec.analysis.stats import chi_square
 
+from .values import P_MIN, as_int, as_ints, int_problem, ints_problem, kind, law_holds
+
 
 def describe(x: Any) -> str:
     """A short description of a value's type, for 'expected ..., got ...' messages."""
     from .wire import Opaque
 
-    if isinstance(x, torch.Tensor):
-        return f"a Tensor of shape {list(x.shape)} and dtype {x.dtype}"
     if isinstance(x, Opaque):
         return f"{x.type_name} {x.text}"[:120]
-    if isinstance(x, (list, tuple)):
-        kinds = sorted({type(v).__name__ for v in x})
-        return f"a {type(x).__name__} of {len(x)} items ({', '.join(kinds) or 'empty'})"
-    return f"{type(x).__name__} {x!r}"[:120]
+    return kind(x)
 
 
 def tensor_mismatch(
@@ -64,26 +62,24 @@ def tensor_mismatch(
 
 
 def tokens_mismatch(got: Any, expected: Sequence[int], what: str) -> str | None:
-    """A list of ints, compared exactly; reports the first differing index."""
-    if isinstance(got, torch.Tensor):
-        return f"{what}: expected a list of {len(expected)} ints, got {describe(got)} (use .tolist())."
-    if not isinstance(got, (list, tuple)) or not all(isinstance(t, int) and not isinstance(t, bool) for t in got):
-        return f"{what}: expected a list of ints, got {describe(got)}."
-    got = list(got)
-    if got == list(expected):
+    """A list of ints (`values.as_ints`: a list or tuple of ints, NumPy integers or 0-d integer tensors), compared
+    exactly; reports the first differing index."""
+    ints = as_ints(got)
+    if ints is None:
+        return ints_problem(got, what)
+    if ints == list(expected):
         return None
-    first = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
-    return (f"{what}: got {got}, expected {list(expected)}; first difference at index {first}"
-            + (f" (length {len(got)} vs {len(expected)})." if len(got) != len(expected) else "."))
+    first = next((i for i, (a, b) in enumerate(zip(ints, expected)) if a != b), min(len(ints), len(expected)))
+    return (f"{what}: got {ints}, expected {list(expected)}; first difference at index {first}"
+            + (f" (length {len(ints)} vs {len(expected)})." if len(ints) != len(expected) else "."))
 
 
 def int_mismatch(got: Any, expected: int, what: str) -> str | None:
-    """An int (or a one-element integer tensor, read with .item(), as `float_mismatch` reads a float), exactly."""
-    if isinstance(got, torch.Tensor) and got.numel() == 1 and not got.is_floating_point() and got.dtype != torch.bool:
-        got = got.item()
-    if not isinstance(got, int) or isinstance(got, bool):
-        return f"{what}: expected an int, got {describe(got)}."
-    return None if got == expected else f"{what}: got {got}, expected {expected}."
+    """An int (`values.as_int`: also a NumPy integer or a 0-d integer tensor), exactly."""
+    value = as_int(got)
+    if value is None:
+        return int_problem(got, what)
+    return None if value == expected else f"{what}: got {value}, expected {expected}."
 
 
 def float_mismatch(got: Any, expected: float, what: str, rtol: float = 1e-9, atol: float = 1e-12) -> str | None:
@@ -99,15 +95,15 @@ def float_mismatch(got: Any, expected: float, what: str, rtol: float = 1e-9, ato
             f"{rel:.3g}; tolerance rtol={rtol:g}, atol={atol:g}).")
 
 
-def counts_mismatch(counts: Any, expected: torch.Tensor, what: str, min_p: float = 1e-3) -> str | None:
-    """Observed counts [n] vs an expected distribution or counts [n]: chi-square p-value >= min_p passes."""
+def counts_mismatch(counts: Any, expected: torch.Tensor, what: str) -> str | None:
+    """Observed counts [n] vs an expected distribution or counts [n]: passes when `values.law_holds(p)`."""
     if not isinstance(counts, torch.Tensor) or counts.shape != expected.shape:
         return f"{what}: expected counts of shape {list(expected.shape)}, got {describe(counts)}."
     stat, p = chi_square(counts, expected)
-    if p >= min_p:
+    if law_holds(p):
         return None
     obs = counts.double() / counts.sum()
     exp = expected.double() / expected.sum()
     worst = int((obs - exp).abs().argmax())
-    return (f"{what}: chi-square = {stat:.1f}, p = {p:.2g} < {min_p:g} over {int(counts.sum())} samples; "
+    return (f"{what}: chi-square = {stat:.1f}, p = {p:.2g} < {P_MIN:g} over {int(counts.sum())} samples; "
             f"largest gap at outcome {worst}: observed frequency {obs[worst]:.3f}, expected {exp[worst]:.3f}.")

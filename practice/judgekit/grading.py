@@ -6,6 +6,7 @@ This process never imports learner code: the worker (judgekit.worker) runs it an
 from __future__ import annotations
 
 import importlib.util
+import re
 import signal
 import threading
 from pathlib import Path
@@ -117,7 +118,7 @@ def judge_run(cases: ModuleType, data: dict[str, Any], run: RunResult, settings:
         status = "memory" if end.get("out_of_memory") else "error"
         detail = str(end["error"])
         if end.get("in_case") and "stopped_at" in result:
-            detail = f"{stopped_headline(result, 'raised an exception')}:\n{detail}"
+            detail = f"{stopped_headline(result, 'raised an exception')}:\n{detail}{checks(cases, result)}"
         if status == "memory":
             detail += (f"\n\nYour code ran out of memory: the judge lets it use {run.memory_mb} MiB on top of torch "
                        f"and the model (SPEC_JUDGE_MEMORY_MB). Look for a tensor that grows with a loop.")
@@ -130,15 +131,43 @@ def judge_run(cases: ModuleType, data: dict[str, Any], run: RunResult, settings:
         case = f" in case '{run.running_case()}'" if run.running_case() else ""
         return {**result, "status": "timeout", "detail": (
             f"your code did not finish within {run.timeout_s:g} s{case} and was stopped: look for a loop that "
-            f"never ends (e.g. a while loop whose condition never changes).")}
+            f"never ends (e.g. a while loop whose condition never changes).{checks(cases, result)}")}
     if end is None or not complete:
         return {**result, "status": "crash", "detail": crash_detail(run)}
     failing = [c for c in result["cases"] if not c["ok"]]
     result["status"] = "fail" if failing else "pass"
     if failing:
         by_name = {c.name: c for c in all_cases}
-        result["mistake"] = diagnose(cases, data, outputs, {c["name"]: by_name[c["name"]] for c in failing})
+        result["mistake"] = diagnose(cases, data, outputs, {c["name"]: by_name[c["name"]] for c in failing}, by_name)
+        named = next((m.rule for m in cases.MISTAKES if m.message == result["mistake"] and m.rule), None)
+        names = {c["name"] for c in failing}
+        for case in failing:  # each failing case names the rule it shows broken
+            case["rule"] = named or rule_for(cases, case["name"], case["message"], names)
+            if case["rule"] and not NAMES_RULE.search(case["message"]):
+                case["message"] = f"{case['message'].rstrip()} Rule: {case['rule']}."
     return result
+
+
+NAMES_RULE = re.compile(r"\brules?: ", re.I)  # a message that already names the rule it shows broken
+
+
+def rule_for(cases: ModuleType, name: str, message: str, failing: set[str] | None = None) -> str | None:
+    """The README rule (a key of cases.RULES) a failing case shows broken when no modelled mistake names it: for a
+    changed argument the rule that the inputs come back unchanged, else, among the rules that list the case, the one
+    that lists the most of the failing cases, then the most specific (listing the fewest cases)."""
+    rules: dict[str, list[str]] = getattr(cases, "RULES", {})
+    unchanged = [r for r in rules if "not modified" in r or "unchanged" in r]
+    if "modified the caller's" in (message or "") and unchanged:
+        return unchanged[0]
+    listing = [r for r, names in rules.items() if name in names and r not in unchanged]
+    failing = failing or {name}
+    return min(listing, key=lambda r: (-len(failing & set(rules[r])), len(rules[r]))) if listing else None
+
+
+def checks(cases: ModuleType, result: dict[str, Any]) -> str:
+    """'\nRule this case checks: ...' for the case a run stopped in (empty when no rule lists it)."""
+    rule = rule_for(cases, result["stopped_at"]["name"], "") if "stopped_at" in result else None
+    return f"\nRule this case checks: {rule}." if rule else ""
 
 
 def stopped_headline(result: dict[str, Any], what: str) -> str:
@@ -159,19 +188,24 @@ def crash_detail(run: RunResult) -> str:
             f"does your code call exit() or os._exit()?")
 
 
-def diagnose(cases: ModuleType, data: dict[str, Any], outputs: dict[str, Any], failing: dict[str, Any]) -> str | None:
+def diagnose(cases: ModuleType, data: dict[str, Any], outputs: dict[str, Any], failing: dict[str, Any],
+             graded: dict[str, Any] | None = None) -> str | None:
     """The one modelled mistake that explains EVERY failing case (and fails no passing one), else None.
 
-    Statistical exercises (with `expected`) only require the failing cases to match: a mistake's effect can
-    be too small to show at the learner's sample size in some cases.
+    Statistical exercises (with `expected`): a mistake's effect can be too small to show at the learner's sample
+    size in some cases, so a learner may pass a case the recorded mistake fails. The mistake is named only when the
+    learner's outputs fit its recorded outputs in every case it fails, passed or not (chi-square against them), so
+    that a different error failing a subset of its cases (e.g. children assumed contiguous, which fails only the
+    tree in no BFS order) is not given its message. graded: every graded case by name (default: the failing ones).
     """
-    statistical = hasattr(cases, "expected")
+    statistical, graded = hasattr(cases, "expected"), graded or failing
     fits = []
     for i, recorded in data["mistakes"].items():
         if not statistical and set(recorded) != set(failing):
             continue
-        if all(name in recorded and cases.check(outputs[name], recorded[name], case) is None
-               for name, case in failing.items()):
+        if not all(name in recorded for name in failing):
+            continue
+        seen = {name: graded[name] for name in recorded if statistical and name in graded and name in outputs}
+        if all(cases.check(outputs[name], recorded[name], case) is None for name, case in {**failing, **seen}.items()):
             fits.append(cases.MISTAKES[int(i)].message)
     return fits[0] if len(fits) == 1 else None
-

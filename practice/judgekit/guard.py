@@ -101,15 +101,24 @@ def guarded(fn: Callable[..., Any], name: str, log: list[str]) -> Callable[..., 
     return call
 
 
-def count_calls(obj: Any, method: str) -> list[int]:
-    """Count calls of `obj.<method>` in a list only the judge holds (the learner may reset a drafter's own `calls`):
-    the method is replaced on this instance by a wrapper that appends 1 per call."""
+def count_calls(obj: Any, *methods: str) -> list[int]:
+    """Count calls of `obj.<method>` for each of `methods` in a list only the judge holds (the learner may reset a
+    drafter's own `calls`): each method is replaced on this instance by a wrapper that appends 1 per call; a call made
+    inside another counted call (a drafter's `next_top` that calls its `next_logits`) is not counted again."""
     calls: list[int] = []
-    original = getattr(obj, method)
+    depth = [0]
 
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        return original(*args, **kwargs)
+    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            if not depth[0]:
+                calls.append(1)
+            depth[0] += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+        return counting
 
-    setattr(obj, method, counting)
+    for method in methods:
+        setattr(obj, method, wrap(getattr(obj, method)))
     return calls

@@ -1,5 +1,6 @@
-"""The learner's progress in the workspace: which exercises passed (and the sha256 of the file that passed), how
-many hints were shown."""
+"""The learner's progress in the workspace: which exercises passed, the sha256 of every file that passed each of them
+(the workspace file and any other file `test N file` graded: grading another file never replaces a recorded pass),
+and how many hints were shown."""
 from __future__ import annotations
 
 import hashlib
@@ -18,18 +19,31 @@ def file_digest(path: Path) -> str:
 class Progress:
     passed: set[str] = field(default_factory=set)
     hints: dict[str, int] = field(default_factory=dict)
-    digests: dict[str, str] = field(default_factory=dict)  # exercise -> sha256 of the file that passed
+    digests: dict[str, list[str]] = field(default_factory=dict)  # exercise -> sha256 of every file that passed it
 
     def record_pass(self, name: str, path: Path) -> None:
+        """Add `path`'s content to the files that passed `name`; the passes recorded before stay."""
         self.passed.add(name)
-        self.digests[name] = file_digest(path)
+        digest = file_digest(path)
+        if digest not in self.digests.setdefault(name, []):
+            self.digests[name].append(digest)
 
     def still_passes(self, name: str, path: Path) -> bool:
-        """True when `name` passed and `path` is the file that passed (unchanged since; a state file written before
-        digests were kept trusts any file)."""
+        """True when `path` holds a file that passed `name` (unchanged since; a state file written before digests
+        were kept trusts any file)."""
         if name not in self.passed or not path.exists():
             return False
-        return self.digests.get(name) in (None, file_digest(path))
+        return name not in self.digests or file_digest(path) in self.digests[name]
+
+    def state(self, name: str, path: Path) -> str:
+        """The exercise's state against its current file `path`: 'solved' (this file passed), 'changed' (another
+        version passed, not this one), 'elsewhere' (no such file; another file passed), 'started' (a file, no pass)
+        or ''."""
+        if self.still_passes(name, path):
+            return "solved"
+        if name in self.passed:
+            return "changed" if path.exists() else "elsewhere"
+        return "started" if path.exists() else ""
 
     @classmethod
     def load(cls, workspace: Path) -> "Progress":
@@ -37,7 +51,8 @@ class Progress:
         if not path.exists():
             return cls()
         data = json.loads(path.read_text())
-        return cls(set(data.get("passed", [])), dict(data.get("hints", {})), dict(data.get("digests", {})))
+        digests = {name: [d] if isinstance(d, str) else list(d) for name, d in data.get("digests", {}).items()}
+        return cls(set(data.get("passed", [])), dict(data.get("hints", {})), digests)
 
     def save(self, workspace: Path) -> None:
         workspace.mkdir(parents=True, exist_ok=True)

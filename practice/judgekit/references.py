@@ -29,9 +29,14 @@ def model_fingerprint(model_path: Path) -> str | None:
     return sha256_of([*files, model_path / "config.json"])
 
 
+SHARED_INPUTS = ("gen.py", "repro.py", "devices.py", "values.py", "drafters.py", "rejection.py")
+
+
 def case_files(exercise_dir: Path) -> list[Path]:
-    """The files that define an exercise's inputs: its cases.py and the shared judgekit/gen.py, repro.py, devices.py."""
-    return [exercise_dir / "cases.py", *(Path(__file__).with_name(f) for f in ("gen.py", "repro.py", "devices.py"))]
+    """The files that define an exercise's inputs and how its outputs are read: its cases.py and the shared
+    judgekit modules SHARED_INPUTS (generated inputs, reproducibility runs, the device rule, the type policy, the
+    judge's drafters, the exact laws of recursive rejection)."""
+    return [exercise_dir / "cases.py", *(Path(__file__).with_name(f) for f in SHARED_INPUTS)]
 
 
 def device_name(device: str) -> str:
@@ -133,7 +138,7 @@ def staleness(meta: dict[str, Any], exercise_dir: Path, model_path: Path | None)
         "solution_sha256"
     ) != sha256_of([exercise_dir / "solution.py"]):
         return (f"the reference was recorded for an older version of this exercise (its cases.py, solution.py or "
-                f"judgekit/gen.py, repro.py, devices.py changed since {meta.get('date')}); run `{RECORD_COMMAND}`.")
+                f"the judgekit modules in references.SHARED_INPUTS changed since {meta.get('date')}); run `{RECORD_COMMAND}`.")
     if model_path is None:
         return None
     now = model_fingerprint(model_path)

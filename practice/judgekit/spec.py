@@ -12,6 +12,9 @@ cases.py defines:
                                         reference instead of the solution's output
     RULES: dict[str, list[str]]         each README rule -> the names of the cases that fail when it is
                                         broken (tests/test_judge_rules.py checks the names)
+    LIMITS: list[Limit]                 every size the README promises the cases reach (depth, nodes, context,
+                                        look-back, rank, layout, batch), quoted from it, and what each case
+                                        reaches (tests/test_judge_limits.py checks both)
 
 The functions handed to call() check their arguments after every call (judgekit.guard): a learner function
 that changes one fails that case with a message naming the argument. Generated inputs come from
@@ -39,12 +42,30 @@ class Case:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class Limit:
+    """A size the README promises the graded cases reach: `text` quotes the README (whitespace aside), `value` is
+    the number it names, `measure(case)` what one case reaches (0 when it does not apply). The cases reach the limit
+    when some case measures >= value (`at_most=True`: <= value, for a promised minimum such as `prefix_len` 0)."""
+
+    text: str
+    value: float
+    measure: Callable[[Case], float]
+    at_most: bool = False
+
+    def reached(self, cases: list[Case]) -> bool:
+        values = [self.measure(case) for case in cases]
+        return min(values) <= self.value if self.at_most else max(values) >= self.value
+
+
 @dataclass
 class Mistake:
-    """A plausible error: `functions` replace the solution's, `message` explains the fix."""
+    """A plausible error: `functions` replace the solution's, `message` explains the fix, `rule` is the RULES key it
+    breaks (`with_rules`)."""
 
     message: str
     functions: dict[str, Callable[..., Any]]
+    rule: str | None = None
 
 
 @dataclass
@@ -76,3 +97,10 @@ class Context:
 
     def trials(self, n: int) -> int:
         return n * self.trials_scale
+
+
+def with_rules(mistakes: list[Mistake], rules: dict[str, list[str]], which: list[int]) -> list[Mistake]:
+    """The mistakes, each with the rule it breaks: which[i] indexes the RULES key of mistakes[i] (a verdict names it
+    with the mistake's 'Likely mistake' line, and on each failing case)."""
+    keys = list(rules)
+    return [Mistake(m.message, m.functions, keys[i]) for m, i in zip(mistakes, which, strict=True)]

@@ -172,10 +172,8 @@ def record(job: dict[str, Any], ctx: Context, emit) -> dict[str, Any]:
                 out = cases.call(fns, case, mistake_ctx)
             except Exception:
                 continue
-            if hasattr(cases, "expected"):
-                out = smoothed(out)
-            if cases.check(out, expected[case.name], case) is not None:
-                found[case.name] = out
+            if cases.check(out, expected[case.name], case) is not None:  # decided on the counts as drawn
+                found[case.name] = smoothed(out) if hasattr(cases, "expected") else out
         mistakes[str(i)] = found
     model = ctx._model if cases.NEEDS_MODEL else None
     meta = references.make_meta(exercise_dir, ctx.device, ctx.model_path if cases.NEEDS_MODEL else None,

@@ -7,7 +7,7 @@ head (`target.logits_from_hidden`) and its token embedding; neither is stored wi
   hidden state of the last committed token; head k predicts the token k steps after the root.
 - `EagleHead` (EAGLE-1, Li et al. 2024): fc([feature ⊕ embedding of the next token]) -> one decoder
   layer -> the next feature; run autoregressively on its own predicted features.
-- `Eagle3Head` (EAGLE-3, Li et al. 2025, in the layout of its reference code, which vLLM and SGLang load):
+- `Eagle3Head` (EAGLE-3, Li et al. 2025, in the layout of its reference code (SafeAILab/EAGLE), which vLLM loads):
   the feature is first fused from low/mid/high decoder layer outputs (fc over their concatenation); its
   one layer's attention reads [RMSNorm(embedding) ⊕ RMSNorm(feature)] (2C wide) and the feature is the
   residual; trained with training-time test (no feature loss).

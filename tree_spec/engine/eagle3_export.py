@@ -1,4 +1,4 @@
-"""Write the course's EAGLE-3 head as an EAGLE-3 draft checkpoint that vLLM (method "eagle3") and SGLang load.
+"""Write the course's EAGLE-3 head as an EAGLE-3 draft checkpoint in the reference layout, which vLLM loads (method "eagle3").
 
     python -m tree_spec.engine.eagle3_export [--head models/heads/eagle3] [--target tiny-qwen3]
                                              [--out models/heads/eagle3-vllm]

@@ -3,7 +3,7 @@
 `draw_roofline`: arithmetic intensity vs attainable FLOP/s, with the decode and verify points of each batch size;
 `draw_break_even`: the break-even acceptance (ratio and per-position α) vs batch size;
 `draw_batched_verify`: one batched verify pass, per-row matches and accepts, and each row's cache after `truncate`;
-`draw_slot_timeline`: a scheduler's KV slots step by step (accepted, rejected, overwritten);
+`draw_slot_timeline`: a request's KV slots over scheduler steps from step 0 (accepted, rejected, overwritten);
 `draw_serving_stack`: client -> engine (scheduler, draft, target, accept) -> stream, metrics and autoscaler.
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from ..analysis.speedup import Roofline, chain_break_even_alpha, break_even_acceptance_ratio, roofline_step_time
 
@@ -131,31 +132,38 @@ def draw_batched_verify(matches: Sequence[Sequence[int]], n_accepted: Sequence[i
 
 def draw_slot_timeline(events: Sequence[tuple[int, int, int, int]], title: str = "", margin: int = 3,
                        ax: Axes | None = None) -> Figure:
-    """One request's KV slots, one row per scheduler step: events = (step, first slot written, slots written,
-    rejected drafts among them). The root and accepted drafts commit their slots; the rejected drafts' slots
-    stay allocated but do not count, and the next step writes over them (outlined). The prefill is cut to its
-    last `margin` slots."""
+    """One request's KV slots over time: one column per scheduler step, the time axis starting at step 0 (steps
+    before the request's first event stay empty), the slots each step wrote stacked upward. events = (step, first
+    slot written, slots written, rejected drafts among them), in step order, the first one the prefill. The root and
+    accepted drafts commit their slots; the rejected drafts' slots stay allocated but do not count, and the next
+    step writes over them (outlined). The prefill's column shows its last `margin` slots and names the rest."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(9, 0.5 + 0.32 * len(events)))
+        _, ax = plt.subplots(figsize=(max(7.0, 2 + 0.45 * (events[-1][0] + 1)), 4.2), layout="constrained")
     stale: set[int] = set()
-    lo = min(w + n for _, w, n, _ in events[:1]) - margin
+    first, last = events[0][0], events[-1][0]
+    lo = events[0][1] + events[0][2] - margin                   # the lowest slot drawn: the prefill's last `margin`
     hi = max(w + n for _, w, n, _ in events)
-    for row, (step, w, n, rejected) in enumerate(events):
-        y = len(events) - 1 - row
+    for step, w, n, rejected in events:
         for s in range(max(w, lo), w + n):
             color = VERMILLION if s >= w + n - rejected else (GREY if w == 0 else GREEN)
             over = s in stale
-            ax.add_patch(Rectangle((s, y), 0.92, 0.8, fc=color, ec=BLACK if over else "none", lw=1.6 if over else 0))
+            ax.add_patch(Rectangle((step - 0.42, s), 0.84, 0.9, fc=color, ec=BLACK if over else "none",
+                                   lw=1.6 if over else 0))
+        if w < lo:                                              # slots cut from this column
+            ax.text(step, lo - 0.4, f"+ slots\n{w}–{lo - 1}", ha="center", va="top", fontsize=6)
         stale = (stale - set(range(w, w + n))) | set(range(w + n - rejected, w + n))
-        ax.text(lo - 0.6, y + 0.4, f"step {step}", ha="right", va="center", fontsize=7)
-    ax.set(xlim=(lo - 4.5, hi + 1), ylim=(-0.2, len(events)), xlabel="KV slot", yticks=[],
-           title=title or "a request's KV slots, step by step")
-    for spine in ("left", "right", "top"):
+    if first > 0:
+        ax.text((first - 1) / 2, lo + 1, "waiting", ha="center", va="bottom", fontsize=7, rotation=90)
+    ax.set(xlim=(-0.6, last + 0.6), ylim=(lo - 3.2, hi + 0.5), xlabel="scheduler step (time)", ylabel="KV slot",
+           title=title or "a request's KV slots over time")
+    ax.set_xticks(range(0, last + 1))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    for spine in ("right", "top"):
         ax.spines[spine].set_visible(False)
     ax.legend(handles=[Patch(color=GREY, label="prefill (prompt)"), Patch(color=GREEN, label="root + accepted"),
                        Patch(color=VERMILLION, label="rejected draft (not counted)"),
                        Patch(fc="white", ec=BLACK, lw=1.6, label="overwrites a rejected slot")],
-              fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=4)
+              fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4)
     return ax.figure
 
 

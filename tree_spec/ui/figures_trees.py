@@ -21,7 +21,8 @@ def draw_flat_tree_mask(parents: Sequence[int], labels: Sequence[str], prefix_le
                         shown_prefix: int = 3) -> Figure:
     """Top: the tree flattened into one sequence (node index, token, RoPE position = prefix_len + depth, an arc
     to each parent). Bottom: the full [n, P + n] attention mask of the verify pass: the prefix block (every
-    node reads all P cached slots; `shown_prefix` columns drawn for them) joined with the tree mask."""
+    node reads all P cached slots; `shown_prefix` columns drawn for them) joined with the tree mask. Its rows
+    and tree columns are labelled "index token", so cell (i, j) reads: node i sees node j."""
     n, depth, anc = len(parents), depths(parents), tree_mask(parents).tolist()
     fig = Figure(figsize=(max(7.0, 0.55 * (n + shown_prefix) + 2), 6.4))
     top, bottom = fig.subplots(2, 1, gridspec_kw=dict(height_ratios=[1, 2.4]))
@@ -45,12 +46,13 @@ def draw_flat_tree_mask(parents: Sequence[int], labels: Sequence[str], prefix_le
             colour = OKABE_ITO["sky"] if j < shown_prefix else OKABE_ITO["blue"]
             bottom.add_patch(Rectangle((j, i), 1, 1, facecolor=colour if seen else "white", edgecolor="0.85", lw=0.5))
     bottom.axvline(shown_prefix, color=OKABE_ITO["black"], lw=1.2)
+    node = [f"{i} {labels[i]}" for i in range(n)]  # rows and columns read "node index token"
     bottom.set_xticks([j + 0.5 for j in range(cols)],
-                      [f"…{prefix_len - shown_prefix + j}" if j < shown_prefix else labels[j - shown_prefix]
+                      [f"slot {prefix_len - shown_prefix + j}" if j < shown_prefix else node[j - shown_prefix]
                        for j in range(cols)], rotation=90, fontsize=7)
-    bottom.set_yticks([i + 0.5 for i in range(n)], [f"{i} {labels[i]}" for i in range(n)], fontsize=7)
+    bottom.set_yticks([i + 0.5 for i in range(n)], node, fontsize=7)
     bottom.set(xlim=(0, cols), ylim=(n, 0), xlabel=f"key: cached prefix (P = {prefix_len} slots, last {shown_prefix} "
-               f"shown) | the n = {n} tree nodes", ylabel="query node",
+               f"shown) | key node (index, token)", ylabel="query node (index, token)",
                title=f"the [n, P + n] = [{n}, {prefix_len + n}] mask: prefix block all visible, then tree_mask")
     fig.tight_layout()
     return fig

@@ -209,7 +209,8 @@ def draw_dynamic_growth(
     were drafted at level l + 1; kept: the nodes the rerank keeps (root included); labels: text per node
     (drawn for kept nodes); accepted: kept nodes on the target's accepted path (green). One panel per
     level (the newest level's top-k, which will be expanded next, ringed), then the reranked tree:
-    kept nodes in blue, dropped ones grey, the cutoff score dashed.
+    kept nodes in blue, dropped ones grey, the cutoff score dashed and the depth where growth stopped
+    dotted, both named in a legend.
     """
     depth = depths(parents)
     levels = len(expanded)
@@ -238,7 +239,9 @@ def draw_dynamic_growth(
             ax.set_title(f"level {panel + 1}: {len(expanded[panel])} node(s) expanded"
                          + (f"; top-{len(ring)} ringed" if ring else ""), fontsize=9)
         else:
-            ax.axhline(cutoff, color="tab:red", ls="--", lw=1)
+            ax.axhline(cutoff, color="tab:red", ls="--", lw=1, label=f"cutoff {cutoff:.2f}: the lowest kept score")
+            ax.axvline(levels, color="0.4", ls=":", lw=1, label=f"growth stops at depth {levels}")
+            ax.legend(loc="lower left", fontsize=7)
             ax.set_title(f"rerank: keep the {len(kept) - 1} best of {len(parents) - 1} (blue; green = accepted)",
                          fontsize=9)
             if labels is not None:

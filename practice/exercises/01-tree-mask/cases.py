@@ -8,7 +8,7 @@ import torch
 
 from practice.judgekit.compare import tensor_mismatch
 from practice.judgekit.gen import DEEPEST, tree_suite
-from practice.judgekit.spec import Case, Context, Mistake
+from practice.judgekit.spec import Case, Context, Limit, Mistake, with_rules
 from tree_spec.core.topology import depths, tree_mask
 
 FUNCTIONS = ("tree_mask",)
@@ -33,6 +33,8 @@ RULES = {
     "any size (no fixed buffer)": [f"random tree of 70, {DEEPEST} levels"],
     "parents is not modified (checked after every call)": list(TREES),
 }
+LIMITS = [Limit("random trees of up to 70 nodes and 22 levels", 70, lambda c: len(c.args["parents"])),
+          Limit("random trees of up to 70 nodes and 22 levels", DEEPEST, lambda c: max(depths(c.args["parents"])))]
 
 
 def cases(ctx: Context) -> list[Case]:
@@ -54,7 +56,7 @@ def check(got: Any, expected: Any, case: Case) -> str | None:
     if set(sees) < set(should) and i in sees and max(depth[j] for j in missing) < min(depth[j] for j in sees):
         return (f"{problem} Node {i}, {depth[i]} levels deep, sees only its {len(sees) - 1} nearest ancestors and "
                 f"misses {missing}: a row marks EVERY ancestor up to the root, however deep (no fixed number of "
-                f"parent hops).")
+                f"parent hops). Rule: every ancestor, not only the parent, however deep.")
     return f"{problem} First wrong row: node {i} (should see {should}, sees {sees})."
 
 
@@ -88,3 +90,4 @@ MISTAKES = [
     Mistake("only the parent is marked: row i must mark EVERY ancestor of node i up to the root (start from "
             "a copy of the parent's row).", {"tree_mask": _parent_only}),
 ]
+MISTAKES = with_rules(MISTAKES, RULES, [1, 2, 3, 4])  # the README rule each mistake breaks

@@ -7,7 +7,7 @@ import torch
 
 from practice.judgekit.compare import describe, tensor_mismatch, tokens_mismatch
 from practice.judgekit.gen import DEEPEST, tree_suite
-from practice.judgekit.spec import Case, Context, Mistake
+from practice.judgekit.spec import Case, Context, Limit, Mistake, with_rules
 from tree_spec.core.topology import depths
 
 FUNCTIONS = ("depths_and_positions",)
@@ -31,6 +31,10 @@ RULES = {
     "any size (no fixed buffer)": [f"random tree of 70, {DEEPEST} levels"],
     "parents is not modified (checked after every call)": [name for name, _, _ in TREES],
 }
+LIMITS = [Limit("random trees of up to 70 nodes and 22 levels", 70, lambda c: len(c.args["parents"])),
+          Limit("random trees of up to 70 nodes and 22 levels", DEEPEST, lambda c: max(depths(c.args["parents"]))),
+          Limit("`prefix_len` from 0 to 4096", 4096, lambda c: c.args["prefix_len"]),
+          Limit("`prefix_len` from 0 to 4096", 0, lambda c: c.args["prefix_len"], at_most=True)]
 
 
 def cases(ctx: Context) -> list[Case]:
@@ -52,7 +56,7 @@ def check(got: Any, expected: Any, case: Case) -> str | None:
         if cap > 0 and all(got[0][i] == cap < expected[0][i] for i in wrong):
             return (f"{problem} Depths stop growing at {cap} (node {wrong[0]} is {expected[0][wrong[0]]} levels deep): "
                     f"a node's depth is its parent's + 1 at every level, however deep (no fixed number of parent "
-                    f"hops, no table of fixed size).")
+                    f"hops, no table of fixed size). Rule: a node's depth is its parent's + 1, however deep.")
     return problem or tensor_mismatch(got[1], expected[1], "positions")
 
 
@@ -76,3 +80,4 @@ MISTAKES = [
             "so a node's position is prefix_len + depth.", {"depths_and_positions": _one_late}),
     Mistake("depths are off by one: the root has depth 0, not 1.", {"depths_and_positions": _root_depth_one}),
 ]
+MISTAKES = with_rules(MISTAKES, RULES, [3, 2, 0])  # the README rule each mistake breaks

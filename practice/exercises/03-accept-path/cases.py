@@ -8,7 +8,8 @@ import torch
 
 from practice.judgekit.compare import tokens_mismatch
 from practice.judgekit.gen import DEEPEST, chain, deepest_path, random_tree, static_tree
-from practice.judgekit.spec import Case, Context, Mistake
+from practice.judgekit.spec import Case, Context, Limit, Mistake, with_rules
+from tree_spec.core.accept import accept_greedy
 from tree_spec.core.topology import children, depths
 
 FUNCTIONS = ("accept_greedy",)
@@ -44,6 +45,11 @@ RULES = {
     "a one-node tree": ["single node"],
     "tokens, parents and target_logits are not modified (checked after every call)": [name for name, *_ in SETUPS],
 }
+LIMITS = [Limit("random trees of up to 70 nodes and 22 levels", 70, lambda c: len(c.args["parents"])),
+          Limit("random trees of up to 70 nodes and 22 levels", DEEPEST,  # the accepted path reaches it
+                lambda c: len(accept_greedy(c.args["tokens"], c.args["parents"], c.args["target_logits"])) - 1),
+          Limit("a chain of 9 accepted to the end", 8,
+                lambda c: len(accept_greedy(c.args["tokens"], c.args["parents"], c.args["target_logits"])) - 1)]
 
 
 def make_tree(parents, matching, seed):
@@ -122,3 +128,4 @@ MISTAKES = [
     Mistake("the search stopped 4 levels down: the path ends at the deepest accepted node, however deep.",
             {"accept_greedy": lambda t, p, lg: _deepest(t, p, lg, max_depth=4)}),
 ]
+MISTAKES = with_rules(MISTAKES, RULES, [0, 1, 1, 3, 4, 5])  # the README rule each mistake breaks

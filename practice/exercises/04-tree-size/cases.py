@@ -5,7 +5,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from practice.judgekit.compare import describe, int_mismatch
-from practice.judgekit.spec import Case, Context, Mistake
+from practice.judgekit.spec import Case, Context, Limit, Mistake, with_rules
 
 FUNCTIONS = ("tree_size",)
 NEEDS_MODEL = False
@@ -24,6 +24,9 @@ RULES = {
     "any number of levels": ["[2, 1, 1, 1, 1, 1, 1, 1] at batch 2", "[1, 1, 1, 1, 1, 1, 1, 1, 1, 1] (default batch)"],
     "branching is not modified (checked after every call)": ["[2, 2, 1, 1] at batch 64"],
 }
+LIMITS = [Limit("at batch 64", 64, lambda c: c.args["batch"] or 1),
+          Limit("ten levels", 10, lambda c: len(c.args["branching"])),
+          Limit("an empty `branching`", 0, lambda c: len(c.args["branching"]), at_most=True)]
 
 
 def _name(branching: list[int], batch: int | None) -> str:
@@ -62,3 +65,4 @@ MISTAKES = [
     Mistake("`batch` must default to 1 (one request) when it is not given.",
             {"tree_size": lambda b, n=64: (_nodes(b), n * (_nodes(b) + 1))}),
 ]
+MISTAKES = with_rules(MISTAKES, RULES, [0, 2, 3, 1, 4])  # the README rule each mistake breaks

@@ -14,7 +14,7 @@ import torch
 from practice.judgekit.compare import tensor_mismatch
 from practice.judgekit.devices import meta_mismatch, meta_run
 from practice.judgekit.gen import strided
-from practice.judgekit.spec import Case, Context, Mistake
+from practice.judgekit.spec import Case, Context, Limit, Mistake, with_rules
 
 FUNCTIONS = ("residual",)
 NEEDS_MODEL = False
@@ -85,6 +85,13 @@ RULES = {
     "any device: tensors built on the inputs' device": ["inputs on the meta device"],
     "the inputs are not modified (checked after every call)": ["one row", "float64"],
 }
+LIMITS = [Limit("a row of V = 5000", 5000, lambda c: c.args["target_probs"].shape[-1]),
+          Limit("[B, T, V]", 3, lambda c: c.args["target_probs"].dim()),
+          *(Limit("non-contiguous rows and 3-D batches (transposed and sliced in memory)", 3,
+                  lambda c, layout=layout: c.args["target_probs"].dim() if c.args.get("layout") == layout else 0)
+            for layout in ("transposed", "sliced")),
+          Limit("ε = 1e-4 and 1e-6", 1e-6, lambda c: min(NEAR_EPS) if c.name == "nearly degenerate rows" else 1,
+                at_most=True)]
 
 
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
@@ -114,17 +121,26 @@ def check(got: Any, expected: Any, case: Case) -> str | None:
     rows = got.reshape(-1, got.shape[-1]).detach().double()
     same = (target == draft).all(-1).reshape(-1)
     for r, (row, degenerate) in enumerate(zip(rows, same)):
+        at = _row(r, got.shape)
         if degenerate and not torch.allclose(row, target.reshape(rows.shape)[r].double(), atol=ATOL):
-            return f"{problem} Row {r} has target == draft (nothing to reject): return target_probs there."
+            return f"{problem} {at} has target == draft (nothing to reject): return target_probs there."
         if not degenerate and abs(row.sum().item() - 1) > 1e-4:
-            return f"{problem} Row {r} sums to {row.sum().item():.4f}, not 1."
+            return f"{problem} {at} sums to {row.sum().item():.4f}, not 1."
         mass = float((target - draft).reshape(rows.shape)[r].double().clamp_min(0).sum())
         if not degenerate and mass < 1e-2 and torch.allclose(row, target.reshape(rows.shape)[r].double(), atol=ATOL):
-            return (f"{problem} Row {r} returned target_probs, but target != draft there: its positive part has "
+            return (f"{problem} {at} returned target_probs, but target != draft there: its positive part has "
                     f"mass {mass:.1g}, small but not 0, so the residual is norm(max(0, target - draft)) (here one "
                     f"token). Only rows where target == draft exactly are degenerate: compare the mass with 0, not "
                     f"with a threshold.")
     return problem
+
+
+def _row(r: int, shape: torch.Size) -> str:
+    """Row r of the flattened leading dims, named by its index as the tensor indexes it ('Row [1, 0]' in [2, 3, V]),
+    the form the worst-index report uses."""
+    if len(shape) == 1:
+        return "The row"
+    return f"Row {[int(i) for i in torch.unravel_index(torch.tensor(r), tuple(shape[:-1]))]}"
 
 
 def _positive(t, d):
@@ -146,3 +162,4 @@ MISTAKES = [
     Mistake("the result must keep the inputs' dtype (float64 in, float64 out): do not convert with .float().",
             {"residual": lambda t, d: _normalized(_positive(t.float(), d.float()), t.float())}),
 ]
+MISTAKES = with_rules(MISTAKES, RULES, [1, 0, 0, 5])  # the README rule each mistake breaks

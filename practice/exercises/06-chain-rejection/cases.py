@@ -14,11 +14,13 @@ import torch
 
 from practice.judgekit.compare import counts_mismatch, describe
 from practice.judgekit.repro import draw_check, draw_mismatch
-from practice.judgekit.spec import Case, Context, Mistake
+from practice.judgekit.spec import Case, Context, Limit, Mistake, with_rules
+from practice.judgekit.values import TYPE_POLICY, as_int
+from tree_spec.analysis.stats import chi_square
 
 FUNCTIONS = ("verify_chain",)
 NEEDS_MODEL = False
-V, K, TRIALS = 3, 2, 5000
+V, K, TRIALS, REPRO_RUNS = 3, 2, 5000, 1000
 DRAFT = torch.tensor([[0.6, 0.3, 0.1], [0.1, 0.2, 0.7]])
 TARGET = torch.tensor([[0.2, 0.3, 0.5], [0.5, 0.4, 0.1], [0.1, 0.8, 0.1]])
 RULES = {
@@ -29,6 +31,8 @@ RULES = {
     "every random number from `generator`": ["reproducible draws"],
     "the inputs are not modified (checked after every call)": ["imperfect draft", "no drafts (k = 0)"],
 }
+LIMITS = [Limit("k = 2, V = 3, 5000 steps", 5000, lambda c: c.args["trials"] if c.args["kind"] == "law" else 0),
+          Limit("no drafts at all (k = 0", 0, lambda c: 0 if c.args["kind"] == "empty" else K, at_most=True)]
 
 
 def cases(ctx: Context) -> list[Case]:
@@ -44,11 +48,13 @@ def cases(ctx: Context) -> list[Case]:
     ]
 
 
-def _valid(out: Any, k: int) -> str | None:
-    if isinstance(out, tuple) and len(out) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in out) \
-            and 0 <= out[0] <= k and 0 <= out[1] < V:
-        return None
-    return f"verify_chain must return (n_accepted, next_token) as two ints (0 <= n_accepted <= k), got {describe(out)}."
+def _valid(out: Any, k: int) -> tuple[int, int] | str:
+    """(n_accepted, next_token) as ints (judgekit.values' policy), or what is wrong."""
+    ints = [as_int(v) for v in out] if isinstance(out, tuple) and len(out) == 2 else [None]
+    if None not in ints and 0 <= ints[0] <= k and 0 <= ints[1] < V:
+        return ints[0], ints[1]
+    return (f"verify_chain must return (n_accepted, next_token) as two ints (0 <= n_accepted <= k), got "
+            f"{describe(out)}; {TYPE_POLICY}.")
 
 
 def _steps(fns, draft, target, trials, seed, generator):
@@ -58,12 +64,70 @@ def _steps(fns, draft, target, trials, seed, generator):
         if len(draft) else [[] for _ in range(trials)]
     out = []
     for tokens in drafts:
-        result = fns.verify_chain(list(tokens), draft.clone(), target.clone(), generator)
-        problem = _valid(result, len(tokens))
-        if problem:
-            return problem
+        result = _valid(fns.verify_chain(list(tokens), draft.clone(), target.clone(), generator), len(tokens))
+        if isinstance(result, str):
+            return result
         out.append((tokens, *result))
     return out
+
+
+def outcome_law(tokens: list[int], draft: torch.Tensor, target: torch.Tensor) -> dict[tuple[int, int], float]:
+    """The rule's exact law of (n_accepted, next_token) for these draft tokens."""
+    law, reach = {}, 1.0
+    for i, x in enumerate(tokens):
+        accept = min(1.0, float(target[i, x] / draft[i, x]))
+        for t, prob in enumerate(_residual(target[i].double(), draft[i].double()).tolist()):
+            law[i, t] = law.get((i, t), 0.0) + reach * (1 - accept) * prob
+        reach *= accept
+    for t, prob in enumerate(target[len(tokens)].double().tolist()):
+        law[len(tokens), t] = law.get((len(tokens), t), 0.0) + reach * prob
+    return law
+
+
+def _repro(fns, steps, draft, target, seed) -> dict[str, Any] | str:
+    """The draft tokens whose outcomes in `steps` stray farthest from the rule's exact law (the smallest chi-square
+    p among those drafted at least 20 times), run REPRO_RUNS times with a generator seeded seed + 2000."""
+    groups, best, best_p = {}, None, 2.0
+    for tokens, n, nxt in steps:
+        groups.setdefault(tuple(tokens), []).append((n, nxt))
+    for tokens, outcomes in groups.items():
+        if len(outcomes) >= 20:
+            law = outcome_law(list(tokens), draft, target)
+            cells = sorted(set(law) | set(outcomes))
+            _, p = chi_square(torch.tensor([float(outcomes.count(c)) for c in cells]),
+                              torch.tensor([law.get(c, 0.0) + 1e-9 for c in cells], dtype=torch.float64))
+            if p < best_p:
+                best, best_p = list(tokens), p
+    tokens, generator, runs = best or list(steps[0][0]), torch.Generator().manual_seed(seed + 2000), []
+    for _ in range(REPRO_RUNS):
+        out = _valid(fns.verify_chain(list(tokens), draft.clone(), target.clone(), generator), len(tokens))
+        if isinstance(out, str):
+            return out
+        runs.append(list(out))
+    return {"tokens": tokens, "k": len(tokens), "seed": seed + 2000, "runs": runs}
+
+
+def _rounded(t: torch.Tensor) -> list:
+    return [[round(v, 4) for v in row] for row in t.tolist()]
+
+
+def _rerun(repro: Any) -> str:
+    """A failing case's re-runnable input: the learner's (n_accepted, next_token) counts beside the rule's."""
+    if not isinstance(repro, dict):
+        return f" Re-running one of its steps failed: {repro}" if isinstance(repro, str) else ""
+    k = repro["k"]
+    draft, target = (DRAFT, TARGET) if k else (torch.zeros(0, V), TARGET[K:])
+    law, seen = outcome_law(repro["tokens"], draft, target), {}
+    for n, t in repro["runs"]:
+        seen[n, t] = seen.get((n, t), 0) + 1
+    cells = sorted(set(law) | set(seen))
+    gaps = sorted(cells, key=lambda c: -abs(seen.get(c, 0) - REPRO_RUNS * law.get(c, 0.0)))[:3]
+    shown = "; ".join(f"({n}, {t}): expected {REPRO_RUNS * law.get((n, t), 0.0):.1f}, yours {seen.get((n, t), 0)}"
+                      for n, t in gaps)
+    return (f"\n      Re-run the step where your counts stray farthest: verify_chain({repro['tokens']}, "
+            f"torch.tensor({_rounded(draft)}), torch.tensor({_rounded(target)}), "
+            f"torch.Generator().manual_seed({repro['seed']})) {REPRO_RUNS} times; the largest gaps in (n_accepted, "
+            f"next_token) counts: {shown}.")
 
 
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
@@ -81,7 +145,9 @@ def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
     if kind == "perfect":
         return torch.bincount(torch.tensor([n for _, n, _ in steps]), minlength=K + 1).float()
     if kind == "empty":
-        return torch.bincount(torch.tensor([nxt for _, _, nxt in steps]), minlength=V).float()
+        counts = torch.bincount(torch.tensor([nxt for _, _, nxt in steps]), minlength=V).float()
+        failing = check(counts, expected(case, ctx), case) is not None
+        return (counts, _repro(fns, steps, draft, target, seed)) if failing else counts
     g_fill = torch.Generator().manual_seed(99)
     counts = torch.zeros(V ** (K + 1))
     for tokens, n, nxt in steps:
@@ -89,7 +155,8 @@ def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
         while len(seq) < K + 1:
             seq.append(int(torch.multinomial(target[len(seq)], 1, generator=g_fill)))
         counts[(seq[0] * V + seq[1]) * V + seq[2]] += 1
-    return counts
+    failing = check(counts, expected(case, ctx), case) is not None  # a failing case brings a re-runnable input
+    return (counts, _repro(fns, steps, draft, target, seed)) if failing else counts
 
 
 def expected(case: Case, ctx: Context) -> Any:
@@ -114,9 +181,16 @@ def check(got: Any, expected: Any, case: Case) -> str | None:
             return None
         return (f"with draft == target every draft token must be accepted (probability min(1, 1) = 1), but "
                 f"n_accepted was below {K} in {int(expected[K] - got[K])} of {int(expected[K])} steps.")
+    counts, repro = got if isinstance(got, tuple) else (got, None)
+    expected = expected[0] if isinstance(expected, tuple) else expected  # a recorded mistake's output
     if kind == "empty":
-        return counts_mismatch(got, expected, "bonus tokens with no drafts (they must follow target_probs[0])")
-    return counts_mismatch(got, expected, "emitted sequences (index = 9*a + 3*b + c)")
+        problem = counts_mismatch(counts, expected, "bonus tokens with no drafts (they must follow target_probs[0])")
+        rule = "Rule: all accepted: the bonus from target_probs[k] (here k = 0: target_probs[0])."
+    else:
+        problem = counts_mismatch(counts, expected, "emitted sequences (index = 9*a + 3*b + c)")
+        rule = ("Rule: accept x with probability min(1, target/draft); at the first rejection, the next token from "
+                "the residual of that position; all accepted, the bonus from target_probs[k].")
+    return f"{problem} {rule}{_rerun(repro)}" if problem else None
 
 
 def _residual(t, d):
@@ -172,3 +246,4 @@ MESSAGES = {
                                    "with probability min(1, target / draft) (draw u from `generator`).",
 }
 MISTAKES = [Mistake(MESSAGES[name], {"verify_chain": _sampler(*VARIANTS[name])}) for name in VARIANTS]
+MISTAKES = with_rules(MISTAKES, RULES, [0, 1, 2, 0])  # the README rule each mistake breaks

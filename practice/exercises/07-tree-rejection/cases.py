@@ -4,32 +4,27 @@ siblings, fails too). The inputs must come back unchanged (judgekit.guard checks
 
 Tree: root -> 3 children drawn without replacement from DRAFT0 -> one child each drawn from DRAFT1. The
 distributions are chosen so that every modelled mistake moves the law of the sequences or of the accepted
-lengths by >= 0.05 in total variation (`tree_law` computes the exact law of each variant by enumeration;
-tests/test_judge_rules.py checks the distances). Test: Pearson chi-square (tree_spec.chi_square) of the 64
-completed 3-token sequences and of the 3 accepted lengths against their exact laws; pass if both p >= 0.001.
-Also graded: a perfect draft, a root without children, a chain of 6 nodes (V = 2), and draws reproducible
-from `generator` alone (judgekit.repro).
+lengths by >= 0.05 in total variation (`tree_law` computes the exact law of each variant by enumeration,
+judgekit.rejection.shape_law; tests/test_judge_rules.py checks the distances). Test: Pearson chi-square
+(tree_spec.chi_square) of the 64 completed 3-token sequences and of the 3 accepted lengths against their exact
+laws; pass if both p >= 0.001. Also graded: a perfect draft, a root without children, a chain of 6 nodes (V = 2),
+and draws reproducible from `generator` alone (judgekit.repro).
 
-Three shaped trees (SHAPES; drafted the same way, every node's children drawn without replacement from its
-draft row; `shape_law` enumerates their exact laws) check what the [3, 1] tree cannot see, with the same test:
-  - "non-BFS tree", parents [-1, 0, 1, 0, 2]: the root's children are nodes 1 and 3, so code that takes a
-    node's children as a contiguous run of ids tries node 2 (a grandchild) under the root, and the path check
-    fails it (in ~30% of the trees: 623 of 2000 at the graded seeds);
-  - "[1, 3] tree": a depth-1 node with 3 children, so the sibling rule must hold below the root too (siblings
-    tried only at the root: TV 0.41 on the accepted lengths; no p/q update below the root: TV 0.13 on the
-    sequences);
-  - "[2, 2] tree": 2 children per node with V = 4, so after both are rejected the final p still has 2 tokens,
-    and one residual too many (norm(max(0, p - q)) of the final p and q) moves the sequences by TV 0.15 (with
-    3 children of V = 4 the final p is one token and that mistake is invisible); siblings tried only at the
-    root move the accepted lengths by TV 0.09, no p/q update below the root the sequences by TV 0.09. Its rows
-    also keep one residual too many 0.15 (TV) away from the modelled "residual not renormalized", whose
-    "Likely mistake" line it would otherwise get (the verdict names a model only when its recorded counts fit).
-The number of trees per shaped case (2000-3000) keeps each of these mistakes' probability of failing its case
-at the p >= 0.001 bar above 0.99 (noncentral chi-square from the exact laws: 0.9945 for one residual too many
-on the non-BFS tree, 1.0000 for the others), the same bar as the [3, 1] tree; they take the solution's recorded run time from ~1.6 s to ~4 s (so the
-time limit, 10x that, from the 10 s floor to ~40 s).
+Three shaped trees (SHAPES; every node's children drawn without replacement from its draft row) check what the
+[3, 1] tree cannot see, with the same test: "non-BFS tree" [-1, 0, 1, 0, 2] (the root's children are nodes 1 and 3:
+children taken as a contiguous run of ids fail the path check or the accepted lengths); "[1, 3] tree" (the sibling
+rule below the root: siblings only at the root TV 0.41 on the lengths, no p/q update below it TV 0.13 on the
+sequences); "[2, 2] tree" (V = 4: after both children are rejected the final p keeps 2 tokens, so one residual too
+many moves the sequences by TV 0.15, 0.15 away from "residual not renormalized" too). 2000-3000 trees per shaped
+case keep each of these mistakes' probability of failing at the p >= 0.001 bar above 0.99 (noncentral chi-square
+from the exact laws), the bar of the [3, 1] tree.
+
+A failing law case brings a re-runnable input (`_repro`, run in the worker only when the case fails): the drafted
+tree where the learner's outcomes strayed farthest from the rule's exact law, a generator seed, and over REPRO_RUNS calls the learner's (path, next token) counts beside
+the rule's exact expected counts (judgekit.rejection.outcome_law), with the largest gaps, and the rule broken:
+the sequences (the target's law: residuals and the final p) or only the accepted lengths (which children are
+tried, and in which order).
 """
-from itertools import permutations
 from types import SimpleNamespace
 from typing import Any
 
@@ -37,13 +32,16 @@ import torch
 
 from practice.judgekit.compare import counts_mismatch, describe
 from practice.judgekit.gen import chain, static_tree
+from practice.judgekit.rejection import outcome_counts, outcome_law, shape_law, verify
 from practice.judgekit.repro import draw_check, draw_mismatch
-from practice.judgekit.spec import Case, Context, Mistake
+from practice.judgekit.spec import Case, Context, Limit, Mistake, with_rules
+from practice.judgekit.values import TYPE_POLICY, as_int, as_ints
+from tree_spec.analysis.stats import chi_square
 from tree_spec.core.topology import children, depths
 
 FUNCTIONS = ("verify_tree",)
 NEEDS_MODEL = False
-V, TRIALS, ROOT, WIDTH = 4, 4000, 0, 3
+V, TRIALS, ROOT, WIDTH, REPRO_RUNS = 4, 4000, 0, 3, 1000
 PARENTS = [-1, 0, 0, 0, 1, 2, 3]
 DRAFT0 = torch.tensor([0.1, 0.1, 0.75, 0.05])
 TARGET0 = torch.tensor([0.05, 0.4, 0.15, 0.4])
@@ -56,13 +54,13 @@ CHAIN_DRAFT = torch.tensor([[0.3, 0.7], [0.6, 0.4], [0.2, 0.8], [0.5, 0.5], [0.7
 CHAIN_TARGET = torch.tensor([[0.5, 0.5], [0.4, 0.6], [0.45, 0.55], [0.6, 0.4], [0.5, 0.5], [0.35, 0.65]])
 
 
-def _rows(*rows):
-    """One [V] row per depth (the same for every token of the node) or a [V, V] block -> [depths, V, V]."""
-    return torch.stack([torch.as_tensor(r).expand(V, V) for r in rows])
+def _rows(*rows, v=V):  # one [v] row per depth (the same for every token of the node) or a [v, v] block
+    return torch.stack([torch.as_tensor(r).expand(v, v) for r in rows])
 
 
-# shaped trees: parents, draft rows [D, V, V] and target rows [D + 1, V, V], indexed [depth, token of the node];
-# the root's token is ROOT.
+# parents, draft rows [D, V, V] and target rows [D + 1, V, V], indexed [depth, token of the node]; root token ROOT
+TREE = SimpleNamespace(parents=PARENTS, draft=_rows(DRAFT0, DRAFT1), target=_rows(TARGET0, TARGET1, TARGET2))
+CHAIN = SimpleNamespace(parents=chain(6), draft=_rows(*CHAIN_DRAFT, v=2), target=_rows(*CHAIN_TARGET, v=2))
 SHAPES = {
     "non-BFS tree": SimpleNamespace(
         parents=[-1, 0, 1, 0, 2],
@@ -82,17 +80,7 @@ SHAPES = {
         target=_rows([0.45, 0.1, 0.2, 0.25], TARGET1, TARGET2)),
 }
 SHAPE_TRIALS = {"non-BFS tree": 2000, "[1, 3] tree": 2000, "[2, 2] tree": 3000}
-# what each shaped case probes, added to its failure message
-NOT_CONTIGUOUS = ("the root's children here are nodes 1 and 3, not a contiguous run of ids: find a node's children "
-                  "with parents[i] == node")
-SHAPE_NOTES = {
-    "non-BFS tree": "a tree in no BFS order with 2 children under the root, V = 4: after both are rejected the next "
-                    "token comes from the final p itself (no further residual)",
-    "[1, 3] tree": "the depth-1 node has 3 children: below the root, too, the siblings are tried in order, with p "
-                   "and q updated after each rejection",
-    "[2, 2] tree": "2 children per node, V = 4: after every child is rejected the next token comes from the final p "
-                   "itself (no further residual), and the siblings below the root are tried like the root's",
-}
+CHILDREN_RULE = "a node's children are the i with parents[i] == node (any layout, not only BFS)"
 RULES = {
     "accept child x with probability min(1, p(x)/q(x))": ["imperfect draft", "perfect draft", "chain of 6",
                                                           "[1, 3] tree", "[2, 2] tree"],
@@ -104,11 +92,15 @@ RULES = {
     "at a leaf: the next token from target_probs[leaf]": ["imperfect draft", "chain of 6", "root without children",
                                                           "non-BFS tree"],
     "the same rule at every node, not only the root": ["[1, 3] tree", "[2, 2] tree"],
-    "a node's children are the i with parents[i] == node (any layout, not only BFS)": ["non-BFS tree"],
+    CHILDREN_RULE: ["non-BFS tree"],
     "any depth (no fixed loop length)": ["chain of 6", "non-BFS tree"],
     "every random number from `generator`": ["reproducible draws"],
     "the caller's tensors and lists come back unchanged (checked after every call)": ["imperfect draft"],
 }
+LIMITS = [Limit("4000 freshly drafted trees", 4000, lambda c: c.args["trials"] if c.args["kind"] == "law" else 0),
+          Limit("a chain of 5 drafts", 5, lambda c: 5 if c.args["kind"] == "chain" else 0),
+          Limit("a `[1, 3]` tree (a depth-1 node with 3 children", 3,
+                lambda c: max(map(len, children(SHAPES[c.name].parents))) if c.name == "[1, 3] tree" else 0)]
 
 
 def cases(ctx: Context) -> list[Case]:
@@ -130,7 +122,7 @@ def cases(ctx: Context) -> list[Case]:
 
 
 def _tree(g, perfect):
-    """One drafted tree -> tokens [7], draft_probs [7, V], target_probs [7, V]."""
+    """One drafted [3, 1] tree -> tokens [7], draft_probs [7, V], target_probs [7, V]."""
     d0 = TARGET0 if perfect else DRAFT0
     kids = torch.multinomial(d0, WIDTH, replacement=False, generator=g).tolist()
     rows1 = [TARGET1[k] if perfect else DRAFT1 for k in kids]
@@ -162,208 +154,130 @@ def _shaped(shape, g):
     return tokens, draft, target
 
 
+def _case_shape(case: Case) -> tuple[SimpleNamespace, Any]:
+    """(shape, draw(g) -> tokens, draft_probs, target_probs) of a law, chain or shape case."""
+    kind = case.args["kind"]
+    if kind in ("law", "perfect"):
+        return TREE, lambda g: _tree(g, kind == "perfect")
+    if kind == "chain":
+        return CHAIN, _chain
+    return SHAPES[case.name], lambda g: _shaped(SHAPES[case.name], g)
+
+
 def _run(fns, parents, tokens, draft, target, generator) -> tuple[list[int], int] | str:
     out = fns.verify_tree(list(tokens), list(parents), draft, target, generator)
-    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], list) and isinstance(out[1], int)):
-        return f"verify_tree must return (path: list[int], next_token: int), got {describe(out)}."
-    path, nxt = out
-    if not path or path[0] != 0 or any(not isinstance(b, int) or not 0 < b < len(parents) or parents[b] != a
-                                       for a, b in zip(path, path[1:])):
+    path = as_ints(out[0]) if isinstance(out, tuple) and len(out) == 2 else None
+    nxt = as_int(out[1]) if path is not None else None
+    if path is None or nxt is None:
+        return f"verify_tree must return (path: list[int], next_token: int), got {describe(out)}; {TYPE_POLICY}."
+    if not path or path[0] != 0 or any(not 0 < b < len(parents) or parents[b] != a for a, b in zip(path, path[1:])):
+        bad = next(((a, b) for a, b in zip(path, path[1:]) if 0 < b < len(parents) and parents[b] != a), None)
+        note = f" Node {bad[1]} is not a child of node {bad[0]}. Rule: {CHILDREN_RULE}." if bad else ""
         return (f"the path {path} is not a root path of parents={parents} (tokens={tokens}): it starts at 0 "
-                f"and follows parent -> child.")
+                f"and follows parent -> child.{note}")
     return path, nxt
 
 
 def _verified(fns, trials, seed, generator, draw, parents):
-    """The learner's verify_tree on `trials` trees drafted by draw(g_draft) -> [(tokens, path, next_token)] or a str."""
+    """The learner's verify_tree on `trials` trees drafted by draw(g_draft) -> [(tokens, draft_probs, target_probs,
+    path, next_token)] or a str."""
     g_draft, runs = torch.Generator().manual_seed(seed), []
     for _ in range(trials):
         tokens, draft, target = draw(g_draft)
         out = _run(fns, parents, tokens, draft, target, generator)
         if isinstance(out, str):
             return out
-        runs.append((tokens, *out))
+        runs.append((tokens, draft, target, *out))
     return runs
 
 
-def _trees(fns, trials, seed, generator, perfect=False):
-    """-> (sequence counts [V**3], length counts [3]) or a str."""
-    runs = _verified(fns, trials, seed, generator, lambda g: _tree(g, perfect), PARENTS)
-    if isinstance(runs, str):
-        return runs
-    g_fill, sequences, lengths = torch.Generator().manual_seed(99), torch.zeros(V ** 3), torch.zeros(3)
-    for tokens, path, nxt in runs:
+def _counts(case, runs) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sequence counts [V**(D+1)], length counts [D+1]) of the runs, the emitted tokens completed from the target
+    rows."""
+    shape, _ = _case_shape(case)
+    v, size = shape.target.shape[-1], max(depths(shape.parents)) + 1
+    g_fill, sequences, lengths = torch.Generator().manual_seed(99), torch.zeros(v ** size), torch.zeros(size)
+    for tokens, _, _, path, nxt in runs:
         lengths[len(path) - 1] += 1
         seq = [tokens[i] for i in path[1:]] + [nxt]
-        if len(seq) < 2:
-            seq.append(int(torch.multinomial(TARGET1[seq[0]], 1, generator=g_fill)))
-        if len(seq) < 3:
-            seq.append(int(torch.multinomial(TARGET2, 1, generator=g_fill)))
-        sequences[(seq[0] * V + seq[1]) * V + seq[2]] += 1
+        while len(seq) < size:
+            seq.append(int(torch.multinomial(shape.target[len(seq), seq[-1]], 1, generator=g_fill)))
+        sequences[sum(t * v ** (size - 1 - i) for i, t in enumerate(seq))] += 1
     return sequences, lengths
+
+
+def _farthest(case, runs) -> tuple[list[int], torch.Tensor, torch.Tensor]:
+    """The drafted tree (tokens, draft_probs, target_probs) whose outcomes in `runs` stray farthest from the rule's
+    exact law (the smallest chi-square p among trees drafted at least 20 times): where the mistake shows."""
+    parents, groups = _case_shape(case)[0].parents, {}
+    for tokens, draft, target, path, nxt in runs:
+        groups.setdefault(tuple(tokens), (draft, target, []))[2].append((tuple(path), nxt))
+    best, best_p = None, 2.0
+    for tokens, (draft, target, outcomes) in groups.items():
+        if len(outcomes) < 20:
+            continue
+        law, seen = outcome_law(tokens, parents, draft, target), {}
+        for outcome in outcomes:
+            seen[outcome] = seen.get(outcome, 0) + 1
+        cells = sorted(set(law) | set(seen))
+        _, p = chi_square(torch.tensor([float(seen.get(c, 0)) for c in cells]),
+                          torch.tensor([law.get(c, 0.0) + 1e-9 for c in cells], dtype=torch.float64))
+        if p < best_p:
+            best, best_p = (list(tokens), draft, target), p
+    return best or runs[0][:3]
+
+
+def _repro(fns, case, runs) -> dict[str, Any] | str:
+    """The drafted tree where the learner's outcomes stray farthest (`_farthest`), run REPRO_RUNS times with a
+    generator seeded seed + 2000: the learner's (path, next token) counts."""
+    shape, _ = _case_shape(case)
+    tokens, draft, target = _farthest(case, runs)
+    generator, outcomes = torch.Generator().manual_seed(case.args["seed"] + 2000), []
+    for _ in range(REPRO_RUNS):
+        out = _run(fns, shape.parents, tokens, draft, target, generator)
+        if isinstance(out, str):
+            return out
+        outcomes.append(out)
+    return {"tokens": tokens, "draft": draft, "target": target, "seed": case.args["seed"] + 2000,
+            "observed": outcome_counts(outcomes)}
+
+
+def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
+    """-> (sequence counts, length counts, re-runnable input or None), next-token counts (root), the
+    reproducibility dict, or a str."""
+    kind, seed, trials = case.args["kind"], case.args["seed"], case.args["trials"]
+    generator = torch.Generator().manual_seed(seed + 1000)
+    if kind == "repro":
+        return draw_check(lambda g: _draws(fns, trials, seed, g), seed + 1000)
+    if kind == "root":
+        counts = torch.zeros(V)
+        for _ in range(trials):
+            out = _run(fns, [-1], [ROOT], torch.zeros(1, V), TARGET0[None].clone(), generator)
+            if isinstance(out, str):
+                return out
+            counts[out[1]] += 1
+        return counts
+    shape, draw = _case_shape(case)
+    runs = _verified(fns, ctx.trials(trials) if kind in ("law", "shape") else trials, seed, generator, draw,
+                     shape.parents)
+    if isinstance(runs, str):
+        return runs
+    got = _counts(case, runs)
+    if kind == "perfect" or check(got, expected(case, ctx), case) is None:
+        return got
+    return (*got, _repro(fns, case, runs))  # the case fails: a re-runnable input for the message
 
 
 def _draws(fns, trials, seed, generator) -> list[tuple[list[int], int]] | str:
     """The (path, next_token) of `trials` drafted trees, or a str."""
     runs = _verified(fns, trials, seed, generator, lambda g: _tree(g, False), PARENTS)
-    return runs if isinstance(runs, str) else [(path, nxt) for _, path, nxt in runs]
+    return runs if isinstance(runs, str) else [(path, nxt) for *_, path, nxt in runs]
 
 
-def _chains(fns, trials, seed, generator):
-    """-> (sequence counts [2**6], length counts [6]) or a str."""
-    runs = _verified(fns, trials, seed, generator, _chain, chain(6))
-    if isinstance(runs, str):
-        return runs
-    g_fill, sequences, lengths = torch.Generator().manual_seed(99), torch.zeros(2 ** 6), torch.zeros(6)
-    for tokens, path, nxt in runs:
-        lengths[len(path) - 1] += 1
-        seq = [tokens[i] for i in path[1:]] + [nxt]
-        while len(seq) < 6:
-            seq.append(int(torch.multinomial(CHAIN_TARGET[len(seq)], 1, generator=g_fill)))
-        sequences[int("".join(map(str, seq)), 2)] += 1
-    return sequences, lengths
-
-
-def _shape_counts(fns, name, trials, seed, generator):
-    """-> (sequence counts [V**(D+1)], length counts [D+1]) of a shaped tree, completed from the target rows."""
-    shape = SHAPES[name]
-    size = max(depths(shape.parents)) + 1
-    runs = _verified(fns, trials, seed, generator, lambda g: _shaped(shape, g), shape.parents)
-    if isinstance(runs, str):
-        return f"{runs} ({NOT_CONTIGUOUS}.)" if name == "non-BFS tree" and "not a root path" in runs else runs
-    g_fill, sequences, lengths = torch.Generator().manual_seed(99), torch.zeros(V ** size), torch.zeros(size)
-    for tokens, path, nxt in runs:
-        lengths[len(path) - 1] += 1
-        seq = [tokens[i] for i in path[1:]] + [nxt]
-        while len(seq) < size:
-            seq.append(int(torch.multinomial(shape.target[len(seq), seq[-1]], 1, generator=g_fill)))
-        sequences[sum(t * V ** (size - 1 - i) for i, t in enumerate(seq))] += 1
-    return sequences, lengths
-
-
-def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
-    """-> (sequence counts, length counts), next-token counts (root), the reproducibility dict, or a str."""
-    kind, seed, trials = case.args["kind"], case.args["seed"], case.args["trials"]
-    generator = torch.Generator().manual_seed(seed + 1000)
-    if kind == "law":
-        return _trees(fns, ctx.trials(trials), seed, generator)
-    if kind == "perfect":
-        return _trees(fns, trials, seed, generator, perfect=True)
-    if kind == "chain":
-        return _chains(fns, trials, seed, generator)
-    if kind == "repro":
-        return draw_check(lambda g: _draws(fns, trials, seed, g), seed + 1000)
-    if kind == "shape":
-        return _shape_counts(fns, case.name, ctx.trials(trials), seed, generator)
-    counts = torch.zeros(V)
-    for _ in range(trials):
-        out = _run(fns, [-1], [ROOT], torch.zeros(1, V), TARGET0[None].clone(), generator)
-        if isinstance(out, str):
-            return out
-        counts[out[1]] += 1
-    return counts
-
-
-def _residual(p, q, normalize=True):
-    x = (p - q).clamp_min(0)
-    if x.sum() <= 0:
-        return p
-    return x / x.sum() if normalize else x
-
-
-def tree_law(update_p=True, update_q=True, final_from_p=True, renormalize=True, siblings=True,
-             original_q=False) -> tuple[torch.Tensor, torch.Tensor]:
-    """Exact laws (sequences [V**3], accepted lengths [3]) of a variant of recursive rejection on this tree,
-    by enumerating the ordered children; the flags are those of `_verify` (all defaults: the right rule)."""
-    d0, t0, d1, t1, t2 = (x.double() for x in (DRAFT0, TARGET0, DRAFT1, TARGET1, TARGET2))
-    seq, lengths = torch.zeros(V, V, V, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)
-    for order in permutations(range(V), WIDTH):
-        q, reach = d0.clone(), 1.0
-        for x in order:  # probability of drawing this ordered set without replacement
-            reach *= float(q[x] / q.sum())
-            q[x] = 0
-        p, q = t0.clone(), d0.clone()
-        for x in (order if siblings else order[:1]):
-            accept = min(1.0, float(p[x] / q[x]))
-            for y in range(V):  # the accepted child's own child y, drawn from DRAFT1
-                w = reach * accept * float(d1[y])
-                a = min(1.0, float(t1[x, y] / d1[y]))
-                seq[x, y] += w * a * t2
-                lengths[2] += w * a
-                seq[x] += w * (1 - a) * torch.outer(_residual(t1[x], d1) if final_from_p else t1[x], t2)
-                lengths[1] += w * (1 - a)
-            reach *= 1 - accept
-            if update_p:
-                p = _residual(p, d0 if original_q else q, renormalize)
-            if update_q:
-                q[x] = 0
-                q = q / q.sum()
-        last = (p if final_from_p else t0) if update_p else _residual(p, q)
-        seq += reach * torch.einsum("a,ab,c->abc", last / last.sum(), t1, t2)
-        lengths[0] += reach
-    return seq.flatten(), lengths
-
-
-def shape_law(name: str, depth_flags=lambda depth: {}) -> tuple[torch.Tensor, torch.Tensor]:
-    """Exact laws (sequences [V**(D+1)], accepted lengths [D+1]) of recursive rejection on SHAPES[name], by
-    enumerating each node's ordered children and recursing into them (a child's subtree is drafted
-    independently given its token). depth_flags(depth) -> the flags of `_verify` that hold at that depth
-    (defaults: the right rule; e.g. {"siblings": False} below the root models sibling handling at the root only)."""
-    shape = SHAPES[name]
-    parents, depth = shape.parents, depths(shape.parents)
-    draft, target, deepest = shape.draft.double(), shape.target.double(), max(depth)
-    kids = children(parents)
-
-    def markov(d, token):  # the target's law of the tokens after a node at depth d -> [V] * (deepest - d + 1)
-        row = target[d, token]
-        return row if d == deepest else torch.stack([row[a] * markov(d + 1, a) for a in range(V)])
-
-    def node_law(node, token):  # -> (law of the emitted tokens after `node`, law of the accepted lengths below it)
-        d = depth[node]
-        seq, lengths = torch.zeros([V] * (deepest - d + 1), dtype=torch.float64), torch.zeros(deepest - d + 1,
-                                                                                               dtype=torch.float64)
-        if not kids[node]:
-            lengths[0] = 1
-            return markov(d, token), lengths
-        flags = {"update_p": True, "update_q": True, "final_from_p": True, "renormalize": True, "siblings": True,
-                 "original_q": False, "final_residual": False, **depth_flags(d)}
-        p0, q0 = target[d, token], draft[d, token]
-        for order in permutations(range(V), len(kids[node])):
-            q, reach = q0.clone(), 1.0
-            for x in order:  # probability of drawing this ordered set without replacement
-                reach *= float(q[x] / q.sum())
-                q[x] = 0
-            p, q = p0.clone(), q0.clone()
-            tried = list(zip(kids[node], order))
-            for kid, x in (tried if flags["siblings"] else tried[:1]):
-                accept = min(1.0, float(p[x] / q[x]))
-                kid_seq, kid_lengths = node_law(kid, x)
-                seq[x] += reach * accept * kid_seq
-                lengths[1:1 + len(kid_lengths)] += reach * accept * kid_lengths
-                reach *= 1 - accept
-                if flags["update_p"]:
-                    p = _residual(p, q0 if flags["original_q"] else q, flags["renormalize"])
-                if flags["update_q"]:
-                    q[x] = 0
-                    q = q / q.sum()
-            last = (p if flags["final_from_p"] else p0) if flags["update_p"] else _residual(p, q)
-            last = _residual(last, q) if flags["final_residual"] else last
-            seq += reach * torch.stack([last[a] / last.sum() * markov(d + 1, a) for a in range(V)])
-            lengths[0] += reach
-        return seq, lengths
-
-    seq, lengths = node_law(0, ROOT)
-    return seq.flatten(), lengths
-
-
-def chain_length_law() -> torch.Tensor:
-    """Exact P(accepted length = 0..5) [6] on the chain: depth i is reached with prob prod_j sum_x min(d_j, t_j)."""
-    accept = torch.minimum(CHAIN_DRAFT.double(), CHAIN_TARGET[:5].double()).sum(-1).tolist() + [0.0]
-    law, reach = [], 1.0
-    for a in accept:
-        law.append(reach * (1 - a))
-        reach *= a
-    return torch.tensor(law)
+def tree_law(**flags: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact laws (sequences [V**3], accepted lengths [3]) of a variant of recursive rejection on the [3, 1] tree;
+    flags as judgekit.rejection (all defaults: the right rule), at every node."""
+    return shape_law(TREE.parents, TREE.draft, TREE.target, ROOT, lambda depth: flags)
 
 
 def expected(case: Case, ctx: Context) -> Any:
@@ -374,22 +288,54 @@ def expected(case: Case, ctx: Context) -> Any:
         return TARGET0 * trials
     if kind == "repro":
         return {"same seed, global RNGs reseeded: same draws": True, "another seed: other draws": True}
-    if kind == "chain":
-        law = torch.ones(1, dtype=torch.float64)
-        for row in CHAIN_TARGET.double():
-            law = torch.outer(law, row).flatten()
-        return law.float(), chain_length_law().float()
-    if kind == "shape":
-        sequences, lengths = shape_law(case.name)
-        shape = SHAPES[case.name]
-        lossless = shape.target[0, ROOT].double()
-        for d in range(1, len(lengths)):  # the target's own law of the completed sequences (it is Markov)
-            lossless = (lossless.reshape(-1, V)[:, :, None] * shape.target[d].double()).flatten()
-        if not torch.allclose(sequences, lossless, atol=1e-9):
-            raise RuntimeError(f"shape_law({case.name!r}) is not the target's law: the enumeration is wrong")
-        return sequences.float(), lengths.float()
-    sequences, lengths = tree_law()
+    shape, _ = _case_shape(case)
+    sequences, lengths = shape_law(shape.parents, shape.draft, shape.target, ROOT)
+    lossless, v = shape.target[0, ROOT].double(), shape.target.shape[-1]
+    for d in range(1, len(lengths)):  # the target's own law of the completed sequences (it is Markov)
+        lossless = (lossless.reshape(-1, v)[:, :, None] * shape.target[d].double()).flatten()
+    if not torch.allclose(sequences, lossless, atol=1e-9):
+        raise RuntimeError(f"shape_law for {case.name!r} is not the target's law: the enumeration is wrong")
     return sequences.float(), lengths.float()
+
+
+def _rule(case: Case, sequences_fail: bool) -> str:
+    """The rule a failing law case shows broken: the target's law (sequences) or which children are tried (lengths)."""
+    if sequences_fail:
+        return ("Rule: the emitted tokens follow the target's law: on rejection p <- norm(max(0, p - q)) with the "
+                "current (updated) q, and when every child is rejected the next token comes from the final p itself.")
+    where = {"chain of 6": ", at every depth (any depth: no fixed loop length)",
+             "non-BFS tree": f"; {CHILDREN_RULE}", "[1, 3] tree": ", at every node, not only the root",
+             "[2, 2] tree": ", at every node, not only the root"}.get(case.name, "")
+    return (f"Rule: the siblings are tried in order, child x accepted with probability min(1, p(x)/q(x)) under the "
+            f"updated p and q{where} (the accepted lengths follow recursive rejection's law).")
+
+
+def _rerun(case: Case, repro: Any) -> str:
+    """The re-runnable input of a failing case and the learner's counts on it beside the rule's."""
+    if not isinstance(repro, dict):
+        return f" Re-running one of its trees failed: {repro}" if isinstance(repro, str) else ""
+    parents = _case_shape(case)[0].parents
+    law = outcome_law(repro["tokens"], parents, repro["draft"], repro["target"])
+    seen = {(tuple(path), token): n for path, token, n in repro["observed"]}
+    cells = sorted(set(law) | set(seen))
+    exp = [REPRO_RUNS * law.get(c, 0.0) for c in cells]
+    obs = [seen.get(c, 0) for c in cells]
+    _, p = chi_square(torch.tensor(obs, dtype=torch.float64), torch.tensor(exp, dtype=torch.float64) + 1e-9)
+    gaps = sorted(range(len(cells)), key=lambda i: -abs(obs[i] - exp[i]))[:3]
+    rows = lambda t: [[round(v, 4) for v in row] for row in t.tolist()]  # noqa: E731
+    shown = "; ".join(f"path {list(cells[i][0])} then token {cells[i][1]}: expected {exp[i]:.1f}, yours {obs[i]}"
+                      for i in gaps)
+    paths = {path: sum(v for (q, _), v in law.items() if q == path) for path, _ in law}
+    never = [list(path) for path, prob in paths.items() if prob * REPRO_RUNS >= 50
+             and not any(c[0] == path for c in seen)]
+    missing = (f" The rule accepts {', '.join(map(str, never))} often; your code never did." if never else "")
+    if never and case.name == "non-BFS tree" and any(3 in path for path in never):
+        missing += (" Node 3 is a child of the root (parents[3] == 0) whose id does not follow node 1's: the rule "
+                    "tries it after node 1 is rejected.")
+    return (f"\n      Re-run the tree where your counts stray farthest: tokens = {repro['tokens']}, parents = {parents}, draft_probs = "
+            f"torch.tensor({rows(repro['draft'])}), target_probs = torch.tensor({rows(repro['target'])}), "
+            f"generator = torch.Generator().manual_seed({repro['seed']}); over {REPRO_RUNS} calls (chi-square p = "
+            f"{p:.2g}), the largest gaps: {shown}.{missing}")
 
 
 def check(got: Any, expected: Any, case: Case) -> str | None:
@@ -401,54 +347,27 @@ def check(got: Any, expected: Any, case: Case) -> str | None:
     if kind == "root":
         return counts_mismatch(got, expected, "next tokens of a root without children (they must follow "
                                               "target_probs[0])")
-    if not (isinstance(got, tuple) and len(got) == 2):
+    if not (isinstance(got, tuple) and len(got) in (2, 3)):
         return f"expected (sequence counts, length counts), got {describe(got)}."
     if kind == "perfect":
         lengths = got[1]
         if isinstance(lengths, torch.Tensor) and lengths.shape == (3,) and lengths[2] == expected[1][2]:
             return None
         return (f"with draft == target the first child is always accepted (min(1, 1) = 1), so the path must "
-                f"reach depth 2; it stopped earlier in {int(expected[1][2] - lengths[2])} of {int(expected[1][2])} trees.")
-    if kind == "chain":
-        return (counts_mismatch(got[0], expected[0], "emitted 6-token sequences of the chain (binary index)")
-                or counts_mismatch(got[1], expected[1], "accepted lengths of the chain (0 to 5 drafted tokens)"))
-    if kind == "shape":
-        size = len(expected[1])
-        index = " + ".join(f"{V ** (size - 1 - i)}*{'abcd'[i]}" for i in range(size - 1)) + f" + {'abcd'[size - 1]}"
-        problem = (counts_mismatch(got[0], expected[0], f"emitted {size}-token sequences of the {case.name} "
-                                                        f"(index = {index})")
-                   or counts_mismatch(got[1], expected[1], f"accepted lengths of the {case.name} (0 to {size - 1} "
-                                                           f"drafted tokens)"))
-        return f"{problem} ({SHAPE_NOTES[case.name]}.)" if problem else None
-    return (counts_mismatch(got[0], expected[0], "emitted sequences (index = 16*a + 4*b + c)")
-            or counts_mismatch(got[1], expected[1], "accepted lengths (0, 1, 2 drafted tokens)"))
+                f"reach depth 2; it stopped earlier in {int(expected[1][2] - lengths[2])} of {int(expected[1][2])} "
+                f"trees. Rule: accept child x with probability min(1, p(x)/q(x)).")
+    size, v = len(expected[1]), _case_shape(case)[0].target.shape[-1]
+    what = {"law": "", "chain": "of the chain ", "shape": f"of the {case.name} "}[kind]
+    index = " + ".join(f"{v ** (size - 1 - i)}*{'abcdef'[i]}" for i in range(size - 1)) + f" + {'abcdef'[size - 1]}"
+    sequences = counts_mismatch(got[0], expected[0], f"emitted {size}-token sequences {what}(index = {index})")
+    problem = sequences or counts_mismatch(got[1], expected[1], f"accepted lengths {what}(0 to {size - 1} drafted "
+                                                                f"tokens)")
+    if problem is None:
+        return None
+    return f"{problem} {_rule(case, sequences is not None)}{_rerun(case, got[2] if len(got) == 3 else None)}"
 
 
-def _verify(tokens, parents, draft_probs, target_probs, generator, update_p=True, update_q=True,
-            final_from_p=True, renormalize=True, siblings=True, original_q=False):
-    path, kids_of = [0], children(parents)
-    while True:
-        node = path[-1]
-        kids = kids_of[node]
-        if not kids:
-            return path, int(torch.multinomial(target_probs[node], 1, generator=generator))
-        p, q = target_probs[node], draft_probs[node].clone()
-        for child in (kids if siblings else kids[:1]):
-            x = tokens[child]
-            if torch.rand((), generator=generator).item() * q[x].item() < p[x].item():
-                path.append(child)
-                break
-            if update_p:
-                p = _residual(p, draft_probs[node] if original_q else q, renormalize)
-            if update_q:
-                q[x] = 0
-                q = q / q.sum()
-        else:
-            last = p if final_from_p else target_probs[node]
-            return path, int(torch.multinomial(last if update_p else _residual(p, q), 1, generator=generator))
-
-
-# mistake name -> the flags of `_verify` (and `tree_law`) that model it
+# mistake name -> the flags of judgekit.rejection.verify (and `tree_law`) that model it
 VARIANTS = {
     "no sibling residual": {"update_p": False, "update_q": False},
     "q not updated": {"update_q": False},
@@ -475,5 +394,6 @@ MESSAGES = {
                                        "draft_probs[node]; take it against the current q (with the earlier "
                                        "rejected tokens removed): p <- norm(max(0, p - q)), then update q.",
 }
-MISTAKES = [Mistake(MESSAGES[name], {"verify_tree": lambda *args, flags=flags: _verify(*args, **flags)})
+MISTAKES = [Mistake(MESSAGES[name], {"verify_tree": lambda *args, flags=flags: verify(*args, **flags)})
             for name, flags in VARIANTS.items()]
+MISTAKES = with_rules(MISTAKES, RULES, [1, 2, 4, 1, 3, 1])  # the README rule each mistake breaks

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from practice.judgekit.compare import float_mismatch
-from practice.judgekit.spec import Case, Context, Mistake
+from practice.judgekit.spec import Case, Context, Limit, Mistake, with_rules
 
 FUNCTIONS = ("expected_tokens", "speedup", "break_even_alpha")
 NEEDS_MODEL = False
@@ -36,6 +36,8 @@ RULES = {
     "break-even r = verify_overhead / k": ["break_even_alpha(verify_overhead=0.3, k=4)",
                                            "break_even_alpha(verify_overhead=2.5, k=1)"],
 }
+LIMITS = [Limit("α = 0.9995 (not 1", 0.9995, lambda c: c.args.get("alpha", 0) if c.args.get("alpha", 0) < 1 else 0),
+          Limit("k = 0 (no drafts)", 0, lambda c: c.args["k"], at_most=True)]
 
 
 def cases(ctx: Context) -> list[Case]:
@@ -71,3 +73,4 @@ MISTAKES = [
             {"expected_tokens": lambda alpha, k: float(k + 1) if abs(1 - alpha) < 1e-3 else _e(alpha, k),
              "speedup": lambda alpha, k, c: (float(k + 1) if abs(1 - alpha) < 1e-3 else _e(alpha, k)) / (k * c + 1)}),
 ]
+MISTAKES = with_rules(MISTAKES, RULES, [0, 1, 4, 5, 2])  # the README rule each mistake breaks

@@ -12,7 +12,7 @@ from mini_llm import KVCache
 from practice.judgekit.compare import describe, int_mismatch, tensor_mismatch, tokens_mismatch
 from practice.judgekit.devices import meta_mismatch, meta_run
 from practice.judgekit.gen import chain, deepest_path, random_tree
-from practice.judgekit.spec import Case, Context, Mistake
+from practice.judgekit.spec import Case, Context, Limit, Mistake, with_rules
 from tree_spec import positions, tree_mask
 
 FUNCTIONS = ("keep_path",)
@@ -22,9 +22,10 @@ PARENTS = [-1, 0, 0, 1, 1, 2]
 PREFIX = [17, 250, 31, 1042, 77, 9, 388]
 PREFIX2 = [640, 3, 1500, 22, 19, 803, 5]  # the second row of the batch case
 TREE = [415, 12, 96, 2048, 503, 64]
-DEEP_PARENTS = random_tree(14, 5, depth_bias=0.8)  # 14 nodes, 10 levels
+DEEP_PARENTS = random_tree(14, 5, depth_bias=0.8, levels=10)  # 14 nodes, 10 levels (LIMITS)
 DEEP_TREE = [(97 * i + 13) % 4000 for i in range(14)]
 NEXT = 321
+SLOT_RULE = "dims: slots are dim 3, every layer, batch row and head"
 META_INPUTS = "the cache"
 
 
@@ -52,12 +53,15 @@ RULES = {
     "move slot start + path[i] (the `start` offset)": ["path [0, 2, 5]", "path [0, 1, 4]"],
     "to slot start + i, in path order": ["path [0, 2, 5]", "path [0, 1, 3]", "deep path"],
     "cache.length = start + len(path)": ["path [0]", "path [0, 2, 5]", "all 6 nodes of a chain"],
-    "dims: slots are dim 3, every layer, batch row and head": ["two batch rows, path [0, 2, 5]"],
+    SLOT_RULE: ["two batch rows, path [0, 2, 5]"],
     "the next token sees the kept K/V (logits atol/rtol 1e-3)": ["path [0, 2, 5]", "deep path"],
     "in place, return None; cache.compact disabled": ["path [0, 2, 5]"],
     "path is not modified (checked after every call)": ["path [0, 2, 5]"],
     "the cache's device: every index built there": ["cache on the meta device"],
 }
+LIMITS = [Limit("a cache with two batch rows", 2, lambda c: c.args["batch"]),
+          Limit("a 10-level path through a 14-node tree", 10, lambda c: len(c.args["path"]) - 1),
+          Limit("a 10-level path through a 14-node tree", 14, lambda c: len(c.args["parents"]))]
 
 
 def _kv_on_meta(fns: SimpleNamespace, model: Any, case: Case) -> torch.Tensor:
@@ -88,8 +92,9 @@ def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
     out = fns.keep_path(cache, start, list(path))
     if out is not None:
         return f"keep_path must modify the cache in place and return None, got {describe(out)}."
-    if not cache.uniform or not isinstance(cache.lengths[0], int):
-        return f"cache.length must be one int for every row, got cache.lengths = {cache.lengths}."
+    problem = _left_problem(cache, batch, before)
+    if problem:
+        return problem
     n = len(path)
     sources = [[next((s for s in range(start + len(tree)) if torch.equal(before[:, b, :, s], cache.k[:, b, :, start + i])), -1)
                 for i in range(n)] for b in range(batch)]
@@ -97,8 +102,30 @@ def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
     if not 0 < length < cache.max_len:
         return f"cache.length = {length} is outside the cache; expected start + len(path) = {start + n}."
     pos = torch.tensor([start + n], device=device)
-    logits = model(torch.tensor([[NEXT]] * batch, device=device), cache=cache, positions=pos)[:, -1]
+    try:  # the judge's own forward: a failure here is what keep_path left in the cache
+        logits = model(torch.tensor([[NEXT]] * batch, device=device), cache=cache, positions=pos)[:, -1]
+    except Exception as e:
+        return (f"after keep_path returned, the next token's forward on the cache failed ({type(e).__name__}: {e}): "
+                f"keep_path left cache.k {list(cache.k.shape)}, cache.lengths {cache.lengths}; expected "
+                f"{list(before.shape)} and {[start + n] * batch}. Rule: {SLOT_RULE}.")
     return {"length": length, "sources": sources, "next_logits": logits.float().cpu(), "start": start}
+
+
+
+def _left_problem(cache: KVCache, batch: int, before: torch.Tensor) -> str | None:
+    """What keep_path left wrong in the cache's shape or lengths (so that the next forward cannot run), else None."""
+    if len(cache.lengths) != batch:
+        return (f"keep_path left cache.lengths = {cache.lengths} ({len(cache.lengths)} row(s)) on a cache of {batch} "
+                f"batch rows: every row keeps the path, so every row's length becomes start + len(path); set "
+                f"`cache.length = start + len(path)` (it sets every row). Rule: cache.length = start + len(path).")
+    if (cache.k.shape, cache.v.shape) != (before.shape, before.shape):
+        return (f"keep_path changed the cache's tensors to cache.k {list(cache.k.shape)}, cache.v "
+                f"{list(cache.v.shape)}; they keep their shape {list(before.shape)} [n_layers, batch, n_kv_heads, "
+                f"max_len, head_dim]: move slots inside them (in place). Rule: {SLOT_RULE}.")
+    if not cache.uniform or not all(isinstance(n, int) for n in cache.lengths):
+        return (f"cache.length must be one int for every row, got cache.lengths = {cache.lengths}. "
+                f"Rule: cache.length = start + len(path).")
+    return None
 
 
 def check(got: Any, expected: Any, case: Case) -> str | None:
@@ -144,3 +171,4 @@ def _move_row0(cache, start, path):
     cache.k[:, 0, :, start:start + len(path)] = cache.k[:, 0, :, src]
     cache.v[:, 0, :, start:start + len(path)] = cache.v[:, 0, :, src]
     cache.length = start + len(path)
+MISTAKES = with_rules(MISTAKES, RULES, [0, 2, 1, 3])  # the README rule each mistake breaks

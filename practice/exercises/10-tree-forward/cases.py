@@ -14,7 +14,7 @@ from mini_llm import Transformer
 from practice.judgekit.compare import tensor_mismatch
 from practice.judgekit.devices import meta_mismatch, meta_run
 from practice.judgekit.gen import tree_suite
-from practice.judgekit.spec import Case, Context, Mistake
+from practice.judgekit.spec import Case, Context, Limit, Mistake, with_rules
 from tree_spec import depths, tree_mask
 
 FUNCTIONS = ("tree_logits",)
@@ -44,6 +44,8 @@ RULES = {
     "prefix, tokens and parents are not modified (checked after every call)": ["chain"],
     "the model's device: every tensor built there": ["model on the meta device"],
 }
+LIMITS = [Limit("random trees of 12 and 20 nodes", 20, lambda c: len(c.args["parents"])),
+          Limit("the 6-node tree after a 150-token prefix", 150, lambda c: len(c.args["prefix"]))]
 
 
 def cases(ctx: Context) -> list[Case]:
@@ -83,7 +85,7 @@ def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
         hook.remove()
     if len(calls) > MAX_FORWARDS:
         return (f"tree_logits used {len(calls)} forward calls; prefill the prefix once and verify the whole tree "
-                f"in ONE forward (positions + tree mask).")
+                f"in ONE forward (positions + tree mask). Rule: ONE forward over the tree (at most 2 in all).")
     return logits.detach().cpu() if isinstance(logits, torch.Tensor) else logits
 
 
@@ -133,3 +135,4 @@ MISTAKES = [
     Mistake("positions are off by one: the root sits at prefix_len, a node at prefix_len + depth.",
             {"tree_logits": lambda m, pre, t, p: _forward(m, pre, t, p, tree_mask, _late_pos)}),
 ]
+MISTAKES = with_rules(MISTAKES, RULES, [1, 0, 0])  # the README rule each mistake breaks

@@ -1,6 +1,7 @@
 """Draft tree from a ModelDrafter on the real model: tokens, parents exact; one call per level.
 
-Mistakes modelled: parent = frontier position, children lowest-first, only the first frontier node expanded.
+Mistakes modelled: parent = frontier position, children lowest-first, only the first frontier node expanded, the new
+nodes rank-major instead of frontier-major.
 Drafter calls are counted by a wrapper around `next_logits` whose count the learner's code cannot reach.
 
 "branching [80]": one level of WIDE = 80 children. For k * 64 > V (4096 here) torch's CPU topk switches from a
@@ -18,7 +19,8 @@ import torch
 
 from practice.judgekit.guard import count_calls
 from practice.judgekit.compare import describe, int_mismatch, tokens_mismatch
-from practice.judgekit.spec import Case, Context, Mistake
+from practice.judgekit.spec import Case, Context, Limit, Mistake, with_rules
+from practice.judgekit.values import as_ints, ints_problem
 from tree_spec import ModelDrafter
 
 FUNCTIONS = ("build_tree",)
@@ -35,10 +37,14 @@ RULES = {
     "children from the highest logit down": ["branching [3, 1]", "branching [6]", f"branching [{WIDE}]"],
     "a child's parent is the frontier node's id": ["branching [2, 2, 1, 1]", "branching [1, 4, 1, 2]"],
     "new frontier = the nodes just added, in order": ["branching [2, 3, 2]", "branching [1, 4, 1, 2]"],
+    "new nodes frontier-major: each frontier node's children together, in frontier order": [
+        "branching [2, 2, 1, 1]", "branching [2, 3, 2]", "branching [1, 4, 1, 2]"],
     "an empty branching: the root alone, no call": ["branching []"],
     "any number of levels": ["branching [1, 1, 1, 1, 1, 1]"],
     "context and branching are not modified (checked after every call)": ["branching [2, 2, 1, 1]"],
 }
+LIMITS = [Limit("six levels of 1", 6, lambda c: len(c.args["branching"])),
+          Limit("[80]", WIDE, lambda c: max(c.args["branching"], default=0))]
 
 
 def cases(ctx: Context) -> list[Case]:
@@ -75,7 +81,7 @@ def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
     """-> {tokens, parents, calls} or a str when the result is not (list, list)."""
     drafter = ModelDrafter(ctx.model())
     drafter.reset(64)
-    calls = count_calls(drafter, "next_logits")
+    calls = count_calls(drafter, "next_logits", "next_top")
     seen, counted = [], drafter.next_logits
 
     def recording(*args, **kwargs):  # the logits handed to the learner, copied before its code can touch them
@@ -89,10 +95,11 @@ def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
         return f"build_tree must return (tokens, parents), got {describe(out)}."
     got = {"tokens": out[0], "parents": out[1], "calls": len(calls)}
     if case.args["branching"] == [WIDE]:
-        if not isinstance(out[0], list):
-            got["order"] = f"tokens: expected a list of ints, got {describe(out[0])}."
+        tokens = as_ints(out[0])
+        if tokens is None:
+            got["order"] = ints_problem(out[0], "tokens")
         else:  # with another number of calls than 1, the call count fails the case first
-            got["order"] = _order_problem(out[0], seen[0][0], WIDE) if len(seen) == 1 else None
+            got["order"] = _order_problem(tokens, seen[0][0], WIDE) if len(seen) == 1 else None
     return got
 
 
@@ -111,20 +118,22 @@ def check(got: Any, expected: Any, case: Case) -> str | None:
     return int_mismatch(got["calls"], expected["calls"], "drafter calls (one per level)")
 
 
-def _grow(drafter, context, root, branching, parent_of, order, expand_first_only=False):
+def _grow(drafter, context, root, branching, parent_of, order, expand_first_only=False, rank_major=False):
     tokens, parents, frontier = [root], [-1], [0]
     for width in branching:
         with torch.inference_mode():
             logits = drafter.next_logits(context, tokens, parents, frontier)
         kids = order(logits, width)
+        pairs = [(j, node, token) for j, (node, row) in enumerate(zip(frontier, kids)) for token in row]
+        if rank_major:  # every frontier node's best child first, then every second-best, ...
+            pairs = [pairs[j * width + r] for r in range(width) for j in range(len(frontier))]
         new = []
-        for j, (node, row) in enumerate(zip(frontier, kids)):
+        for j, node, token in pairs:
             if expand_first_only and j > 0:
                 break
-            for token in row:
-                new.append(len(tokens))
-                tokens.append(token)
-                parents.append(parent_of(node, j))
+            new.append(len(tokens))
+            tokens.append(token)
+            parents.append(parent_of(node, j))
         frontier = new
     return tokens, parents
 
@@ -141,4 +150,9 @@ MISTAKES = [
                                                     lambda lg, w: lg.topk(w, dim=-1).indices.flip(-1).tolist())}),
     Mistake("only the first frontier node was expanded; every frontier node gets its top-w children.",
             {"build_tree": lambda d, c, r, b: _grow(d, c, r, b, lambda node, j: node, _top, True)}),
+    Mistake("the level's new nodes are rank-major (every frontier node's best child, then every second-best); they "
+            "are frontier-major: all children of the first frontier node (highest logit first), then all of the "
+            "second's, ...", {"build_tree": lambda d, c, r, b: _grow(d, c, r, b, lambda node, j: node, _top,
+                                                                    rank_major=True)}),
 ]
+MISTAKES = with_rules(MISTAKES, RULES, [3, 2, 1, 5])  # the README rule each mistake breaks

@@ -1,16 +1,23 @@
 """n-gram proposer, exact; mistakes: oldest match, continuation off by one, suffix matching itself, an
 occurrence not allowed to overlap the suffix, a fallback to a shorter n, n shortened to fit a short context,
-matching digits of a string instead of whole tokens, a fixed look-back window of 64 tokens."""
+matching digits of a string instead of whole tokens, a fixed look-back window of 64 or 512 tokens. The farthest graded match
+starts 998 tokens back, the farthest a 1000-token context allows (LIMITS), so any fixed window fails."""
 import random
 from types import SimpleNamespace
 from typing import Any
 
 from practice.judgekit.compare import tokens_mismatch
-from practice.judgekit.spec import Case, Context, Mistake
+from practice.judgekit.spec import Case, Context, Limit, Mistake, with_rules
 
 FUNCTIONS = ("propose_ngram",)
 NEEDS_MODEL = False
 
+
+
+def _lookback(context: list[int], n: int) -> int:
+    """How far back the rule's match starts: len(context) - n - s for the most recent earlier occurrence s (0: none)."""
+    s = next((s for s in range(len(context) - n - 1, -1, -1) if context[s:s + n] == context[-n:]), None)
+    return 0 if s is None or len(context) <= n else len(context) - n - s
 
 
 def _random_context(length: int, vocab: int, seed: int) -> list[int]:
@@ -33,7 +40,7 @@ SETUPS = [
     ("whole tokens: [1, 23] is not [12, 3]", [12, 3, 8, 9, 1, 23], 2, 3),
     ("k = 0", [1, 2, 3, 1, 2], 2, 0),
     ("n = len(context) - 1", [5, 6, 5, 6, 5], 4, 3),
-    ("the most recent match is 300 tokens back", [7, 8, 9] + [(i * 7) % 50 + 100 for i in range(300)] + [7, 8], 2, 4),
+    ("the most recent match is 998 tokens back", [7, 8, 9] + [(i * 7) % 50 + 100 for i in range(995)] + [7, 8], 2, 4),
     *((f"random context {i}", _random_context(length, vocab, 40 + i), n, k)
       for i, (length, vocab, n, k) in enumerate([(30, 3, 2, 4), (60, 4, 3, 5), (200, 5, 3, 8), (1000, 3, 6, 10),
                                                  (12, 2, 1, 3), (80, 6, 2, 2)])),
@@ -52,9 +59,13 @@ RULES = {
     "whole tokens are compared, not digits of a string": ["whole tokens: [2, 3] is not inside [12, 3]",
                                                           "whole tokens: [1, 23] is not [12, 3]"],
     "up to k (k = 0: [])": ["k = 0"],
-    "any context length (no fixed window)": ["the most recent match is 300 tokens back", "random context 3"],
+    "any context length (no fixed window)": ["the most recent match is 998 tokens back", "random context 3"],
     "context is not modified (checked after every call)": ["two earlier occurrences"],
 }
+LIMITS = [Limit("random contexts of up to 1000 tokens", 1000, lambda c: len(c.args["context"])),
+          Limit("a match 998 tokens back", 998, lambda c: _lookback(c.args["context"], c.args["n"])),
+          Limit("contexts of at most n tokens where a shorter n-gram would match", 1,
+                lambda c: len(c.args["context"]) <= c.args["n"] and _lookback(c.args["context"], 1) > 0)]
 
 
 def cases(ctx: Context) -> list[Case]:
@@ -100,6 +111,9 @@ MISTAKES = [
             {"propose_ngram": lambda c, n, k: _string_lookup(c, n, k)}),
     Mistake("only the last 64 tokens were searched; an occurrence may be anywhere earlier in the context.",
             {"propose_ngram": lambda c, n, k: _lookup(c, n, k, lambda L, n: range(L - n - 1, max(L - 65, -1), -1))}),
+    Mistake("the search looked back only a fixed number of tokens (a window); an occurrence may be anywhere earlier "
+            "in the context, however far back (here 998 tokens).",
+            {"propose_ngram": lambda c, n, k: _lookup(c, n, k, lambda L, n: range(L - n - 1, max(L - n - 513, -1), -1))}),
 ]
 
 
@@ -120,3 +134,4 @@ def _fallback(context, n, k):
         if found:
             return found
     return []
+MISTAKES = with_rules(MISTAKES, RULES, [0, 2, 1, 3, 5, 4, 6, 8, 8])  # the README rule each mistake breaks

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from practice.judgekit.compare import describe, tokens_mismatch
-from practice.judgekit.spec import Case, Context, Mistake
+from practice.judgekit.spec import Case, Context, Limit, Mistake, with_rules
 
 FUNCTIONS = ("eagle2_tree",)
 NEEDS_MODEL = False
@@ -87,6 +87,8 @@ RULES = {
                                                                     "root=2, depth=5, top_k=1, total_tokens=5",
                                                                     "root=6, depth=3, top_k=3, total_tokens=0"],
 }
+LIMITS = [Limit("six levels deep", 6, lambda c: c.args["depth"]),
+          Limit("total_tokens = 0", 0, lambda c: c.args["total_tokens"], at_most=True)]
 
 
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
@@ -100,7 +102,25 @@ def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
 def check(got: Any, expected: Any, case: Case) -> str | None:
     if isinstance(got, str):
         return got
-    return tokens_mismatch(got[1], expected[1], "parents") or tokens_mismatch(got[0], expected[0], "tokens")
+    problem = tokens_mismatch(got[1], expected[1], "parents") or tokens_mismatch(got[0], expected[0], "tokens")
+    return f"{problem}{_table(case)}" if problem else None
+
+
+def _table(case: Case) -> str:
+    """The rule's created nodes for the case (id: token, parent, cumulative score; * kept by the rerank) and any tie
+    at the rerank's cut, for a failing case's message."""
+    a = case.args
+    tokens, parents, score = _expand(a["root"], DRAFTS[a["draft"]], a["depth"], a["top_k"])
+    ranked = sorted(range(1, len(tokens)), key=lambda i: (-score[i], i))
+    kept, cut = set(ranked[:a["total_tokens"]]), a["total_tokens"]
+    rows = ", ".join(f"{i}: {tokens[i]} <- {parents[i]}, {score[i]:.3f}{'*' if i in kept else ''}"
+                     for i in range(1, len(tokens)))
+    tie = ""
+    if 0 < cut < len(ranked) and score[ranked[cut - 1]] == score[ranked[cut]]:
+        tie = (f" Nodes {ranked[cut - 1]} and {ranked[cut]} tie at score {score[ranked[cut]]:.4f} at the cut: the "
+               f"lower id, {ranked[cut - 1]}, is kept.")
+    return (f"\n      The rule's nodes (id: token <- parent, cumulative score; * kept, the {cut} highest scores, ties "
+            f"lower id first): {rows}.{tie}")
 
 
 def _variant(**mistake):
@@ -113,8 +133,29 @@ def _top(logprobs: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor
     return values[:top_k], ids[:top_k]
 
 
-def _eagle2(root, fn, depth, top_k, total_tokens, prune=True, keep_delta=0, frontier_key="score", rank_key="score",
-            ties_high_id=False, top=_top, frontier_by_id=False):
+def _expand(root, fn, depth, top_k) -> tuple[list[int], list[int], list[float]]:
+    """The rule's expansion (no rerank): every created node's token, parent and cumulative score, root first."""
+    tokens, parents, score, _ = _grown(root, fn, depth, top_k)
+    return tokens, parents, score
+
+
+def _eagle2(root, fn, depth, top_k, total_tokens, keep_delta=0, rank_key="score", ties_high_id=False, **grow):
+    tokens, parents, score, local = _grown(root, fn, depth, top_k, **grow)
+    key = score if rank_key == "score" else local
+    if total_tokens + keep_delta < 0:  # the root counted in total_tokens = 0: not even the root is kept
+        return [], []
+    kept = set(sorted(range(1, len(tokens)), key=lambda i: (-key[i], -i if ties_high_id else i))[:total_tokens + keep_delta])
+    for i in list(kept):  # close the set under parents so the mistake still yields a tree
+        while parents[i] > 0:
+            i = parents[i]
+            kept.add(i)
+    order = [0] + sorted(kept)
+    new_id = {old: new for new, old in enumerate(order)}
+    return [tokens[i] for i in order], [-1] + [new_id[parents[i]] for i in order[1:]]
+
+
+def _grown(root, fn, depth, top_k, prune=True, frontier_key="score", top=_top, frontier_by_id=False):
+    """Expansion `depth` steps (with a modelled mistake) -> tokens, parents, cumulative and local log-probs."""
     tokens, parents, score, local, paths = [root], [-1], [0.0], [0.0], [[root]]
     frontier = [0]
     for _ in range(depth):
@@ -132,17 +173,7 @@ def _eagle2(root, fn, depth, top_k, total_tokens, prune=True, keep_delta=0, fron
         frontier = sorted(created, key=lambda i: -key[i])[:top_k] if prune else created
         if frontier_by_id:
             frontier = sorted(frontier)
-    key = score if rank_key == "score" else local
-    if total_tokens + keep_delta < 0:  # the root counted in total_tokens = 0: not even the root is kept
-        return [], []
-    kept = set(sorted(range(1, len(tokens)), key=lambda i: (-key[i], -i if ties_high_id else i))[:total_tokens + keep_delta])
-    for i in list(kept):  # close the set under parents so the mistake still yields a tree
-        while parents[i] > 0:
-            i = parents[i]
-            kept.add(i)
-    order = [0] + sorted(kept)
-    new_id = {old: new for new, old in enumerate(order)}
-    return [tokens[i] for i in order], [-1] + [new_id[parents[i]] for i in order[1:]]
+    return tokens, parents, score, local
 
 
 MISTAKES = [
@@ -162,3 +193,4 @@ MISTAKES = [
     Mistake("the frontier was expanded in node-id order; expand it highest cumulative score first (the new nodes' "
             "ids follow that order).", {"eagle2_tree": _variant(frontier_by_id=True)}),
 ]
+MISTAKES = with_rules(MISTAKES, RULES, [1, 4, 0, 0, 4, 3, 2])  # the README rule each mistake breaks

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from practice.judgekit.compare import float_mismatch
-from practice.judgekit.spec import Case, Context, Mistake
+from practice.judgekit.spec import Case, Context, Limit, Mistake, with_rules
 
 FUNCTIONS = ("roofline_step_time",)
 NEEDS_MODEL = False
@@ -32,6 +32,8 @@ RULES = {
     "context = 0 (no KV yet)": ["int8 GPU batch=512 tokens_per_seq=1 context=0", "fp32 CPU batch=1 tokens_per_seq=64 context=0"],
     "hw is not modified (checked after every call)": ["H100 batch=1 tokens_per_seq=1 context=1024"],
 }
+LIMITS = [Limit("contexts from 0 to 100,000", 100_000, lambda c: c.args["context"]),
+          Limit("contexts from 0 to 100,000", 0, lambda c: c.args["context"], at_most=True)]
 
 
 def cases(ctx: Context) -> list[Case]:
@@ -69,3 +71,4 @@ MISTAKES = [
     Mistake("the weights were taken as 2 bytes per parameter; read hw['weight_bytes'] (int8 weights are 1 byte "
             "per parameter, float32 weights 4).", {"roofline_step_time": lambda b, t, c, hw: _time(b, t, c, hw, weights=2)}),
 ]
+MISTAKES = with_rules(MISTAKES, RULES, [4, 1, 5, 2, 3, 0])  # the README rule each mistake breaks

@@ -11,9 +11,10 @@ import torch
 
 from practice.judgekit.guard import count_calls
 from practice.judgekit.compare import describe, int_mismatch, tokens_mismatch
-from practice.judgekit.spec import Case, Context, Mistake
+from practice.judgekit.drafters import ExactDrafter
+from practice.judgekit.spec import Case, Context, Limit, Mistake, with_rules
+from practice.judgekit.values import as_ints
 from tree_spec import ModelDrafter
-from tree_spec.core.topology import depths
 
 FUNCTIONS = ("confident_chain",)
 NEEDS_MODEL = True
@@ -29,47 +30,14 @@ SETTINGS = [(6, 0.3), (8, 0.5), (4, 0.0), (8, 0.1), (6, 0.7)]  # theta 0.7: the 
 EXACT_SETTINGS = [(6, 0.25), (4, 0.5), (5, 0.6), (0, 0.3), (7, 0.0)]
 
 
-class HalfDrafter:
-    """A table drafter (the Drafter interface, duck-typed) whose rows give exactly probability 0.5 to two tokens
-    (chosen by the node's depth) and 0 to the others, so path probabilities are exact powers of 1/2 and
-    `q == theta` can be graded exactly."""
-
-    VOCAB = 16
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    @property
-    def vocab_size(self) -> int:
-        return self.VOCAB
-
-    @property
-    def device(self) -> torch.device:
-        return torch.device("cpu")
-
-    def reset(self, max_len: int) -> None:
-        """Nothing to reset: the table has no state."""
-
-    @classmethod
-    def tied(cls, depth: int) -> tuple[int, int]:
-        """The two tokens a node at `depth` gives probability 0.5 each: its children at depth + 1."""
-        return (5 * depth + 3) % cls.VOCAB, (5 * depth + 11) % cls.VOCAB
-
-    def next_logits(self, context, tokens, parents, frontier) -> torch.Tensor:
-        self.calls += 1
-        rows = torch.full((len(frontier), self.VOCAB), float("-inf"))
-        for row, node in enumerate(frontier):
-            rows[row, list(self.tied(depths(list(parents))[node]))] = 0.0
-        return rows
-
-
-def _either_tied(tokens: Any, expected: list[int]) -> Any:
+def _either_tied(got_tokens: Any, expected: list[int]) -> Any:
     """Learner tokens of an exact-draft case with each draft that picked the other of its two tied tokens (the
     greedy draft may break the 0.5/0.5 tie either way: argmax takes the lower id, topk(1) may not) replaced by the
     expected one, so only the stop rule is graded."""
-    if not isinstance(tokens, list):
-        return tokens
-    return [want if 0 < i < len(expected) and t != want and t in HalfDrafter.tied(i - 1) else t
+    tokens = as_ints(got_tokens)
+    if tokens is None:
+        return got_tokens
+    return [want if 0 < i < len(expected) and t != want and t in ExactDrafter.tied(i - 1) else t
             for i, (t, want) in enumerate(zip(tokens, expected + [None] * len(tokens)))]
 
 
@@ -83,6 +51,8 @@ RULES = {
     "one drafter call per draft": ["listdir context, k=6, theta=0.3", "exact draft, k=7, theta=0.0"],
     "context is not modified (checked after every call)": ["listdir context, k=6, theta=0.3"],
 }
+LIMITS = [Limit("k = 7 with theta = 0", 7, lambda c: c.args["k"] if c.args["theta"] == 0 else 0),
+          Limit("k = 0 (the root alone, no call)", 0, lambda c: c.args["k"], at_most=True)]
 
 
 def cases(ctx: Context) -> list[Case]:
@@ -96,11 +66,11 @@ def cases(ctx: Context) -> list[Case]:
 def call(fns: SimpleNamespace, case: Case, ctx: Context) -> Any:
     """-> {tokens, parents, calls} or a str when the result is not (list, list)."""
     if case.args["context"] == "exact":
-        drafter, (context, root) = HalfDrafter(), (CONTEXTS["main"][0], 7)
+        drafter, (context, root) = ExactDrafter(), (CONTEXTS["main"][0], 7)
     else:
         drafter, (context, root) = ModelDrafter(ctx.model()), CONTEXTS[case.args["context"]]
     drafter.reset(64)
-    calls = count_calls(drafter, "next_logits")
+    calls = count_calls(drafter, "next_logits", "next_top")
     out = fns.confident_chain(drafter, list(context), root, case.args["k"], case.args["theta"])
     if not (isinstance(out, tuple) and len(out) == 2):
         return f"confident_chain must return (tokens, parents), got {describe(out)}."
@@ -147,6 +117,9 @@ MISTAKES = [
             {"confident_chain": lambda d, c, r, k, t: _chain(d, c, r, k, t, _path, keep_crossing=False)}),
     Mistake("compare probabilities (softmax of the logits) with theta, not raw logits.",
             {"confident_chain": lambda d, c, r, k, t: _chain(d, c, r, k, t, lambda q, lg, tok: q * float(lg[tok]))}),
-    Mistake("the chain stopped at q == theta; stop only once q < theta (strictly below).",
+    Mistake("the chain stopped at q == theta; stop only once q < theta (strictly below), with q the product of the "
+            "drafts' probabilities (a float32 sum of log-probs, exp'd or compared with log(theta), lands just below "
+            "theta when q == theta).",
             {"confident_chain": lambda d, c, r, k, t: _chain(d, c, r, k, t, _path, below=lambda q, theta: q <= theta)}),
 ]
+MISTAKES = with_rules(MISTAKES, RULES, [0, 2, 0, 1])  # the README rule each mistake breaks
