@@ -1,7 +1,7 @@
 """Write the course's EAGLE-3 head as an EAGLE-3 draft checkpoint in the reference layout, which vLLM loads (method "eagle3").
 
     python -m tree_spec.engine.eagle3_export [--head models/heads/eagle3] [--target tiny-qwen3]
-                                             [--out models/heads/eagle3-vllm]
+                                             [--out runs/eagle3-vllm]
 
 The head already has the reference layout and names (`fc`, `midlayer.*`, see `tree_spec.drafters.heads`); the
 export adds what the course takes from the target at run time: the final norm (`norm`) and the LM head
@@ -26,7 +26,7 @@ from ..drafters.head_io import load_head_module
 from ..drafters.heads import Eagle3Head
 
 DEFAULT_HEAD = MODELS_DIR / "heads" / "eagle3"
-DEFAULT_OUT = MODELS_DIR / "heads" / "eagle3-vllm"
+DEFAULT_OUT = MODELS_DIR.parent / "runs" / "eagle3-vllm"  # derived, not shipped (runs/ is gitignored)
 
 
 def vllm_layer_ids(feature_layers: tuple[int, ...]) -> list[int]:
