@@ -13,19 +13,10 @@ from practice.judgekit.capstone import Capstone, Models, Plan, run
 from practice.judgekit.capstone_pieces import PieceError, choose
 from practice.judgekit.settings import PRACTICE, Settings
 from tree_spec.analysis.clocks import one_thread
+from .capstone_fixtures import models, settings  # noqa: F401 (fixtures)
 
 EXERCISES = PRACTICE / "exercises"
 SHORT = Plan(prompts=1, new_tokens=8)  # the greedy rows of the wrong-file tests
-
-
-@pytest.fixture(scope="module")
-def models() -> Models:
-    return Models.load(Settings())
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return dataclasses.replace(Settings(), workspace=tmp_path)
 
 
 def test_solutions_pass_every_check(settings: Settings, models: Models) -> None:

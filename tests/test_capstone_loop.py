@@ -20,18 +20,9 @@ from tree_spec.core.contracts import Proposer
 from tree_spec.core.output import SpecOutput
 from tree_spec.decoding.loop import speculate
 from tree_spec.decoding.rules import PACKAGE_RULES
+from .capstone_fixtures import models, settings  # noqa: F401 (fixtures)
 
 FAST = Plan.fast()
-
-
-@pytest.fixture(scope="module")
-def models() -> Models:
-    return Models.load(Settings())
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return dataclasses.replace(Settings(), workspace=tmp_path)
 
 
 def test_the_package_rules_are_immutable() -> None:

@@ -22,21 +22,12 @@ from practice.judgekit.spec import Context
 from practice.judgekit.wire import decode, encode
 from practice.judgekit.worker import import_file
 from tree_spec.analysis.clocks import one_thread
+from .capstone_fixtures import models, settings  # noqa: F401 (fixtures)
 
 EXERCISES = PRACTICE / "exercises"
 SHORT = dataclasses.replace(Plan.fast(), prompts=1, new_tokens=8)
 WRONG = [f"{piece.exercise}/wrong/{path.name}" for piece in PIECES
          for path in sorted((EXERCISES / piece.exercise / "wrong").glob("*.py"))]
-
-
-@pytest.fixture(scope="module")
-def models() -> Models:
-    return Models.load(Settings())
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return dataclasses.replace(Settings(), workspace=tmp_path)
 
 
 def capstone_failures(settings: Settings, models: Models, key: str, path: Path) -> list[str]:
