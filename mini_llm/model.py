@@ -287,11 +287,14 @@ class Transformer(nn.Module):
         each row's cached prefix is always visible; default causal). Row b's new K/V go to its cache slots
         [lengths[b], lengths[b] + T) and every row's length advances by T.
         Returns logits [B, T, V]; with return_hidden, (logits, hidden [B, T, C]) where hidden is the
-        final-norm input; with hidden_layers too, (logits, hidden, [output of each listed layer]).
+        final-norm input; with hidden_layers too, (logits, hidden, [output of each listed layer, in the listed
+        order, repeats included]).
         """
         if ids.ndim != 2:
             raise ValueError(f"ids must be [batch, seq], got shape {tuple(ids.shape)}")
         B, T = ids.shape
+        if hidden_layers is not None and not all(0 <= i < len(self.layers) for i in hidden_layers):
+            raise ValueError(f"hidden_layers {list(hidden_layers)} must index this model's {len(self.layers)} layers")
         if cache is not None:
             if cache.batch_size != B:
                 raise ValueError(f"ids batch {B} != cache batch_size {cache.batch_size}")
@@ -311,16 +314,16 @@ class Transformer(nn.Module):
 
         x = self.embed_tokens(ids)
         wanted = set(hidden_layers or ())
-        layer_outputs = []
+        by_layer = {}
         for i, layer in enumerate(self.layers):
             x = layer(x, cos, sin, cache, attn_mask)
             if i in wanted:
-                layer_outputs.append(x)
+                by_layer[i] = x
         if cache is not None:
             cache.advance(T)
         logits = self.logits_from_hidden(x)
         if hidden_layers is not None:
-            return logits, x, layer_outputs
+            return logits, x, [by_layer[i] for i in hidden_layers]
         return (logits, x) if return_hidden else logits
 
     # ---------------------------------------------------------------- Hugging Face format

@@ -90,6 +90,10 @@ def test_hidden_states_and_chosen_layers(model):
     logits2, hidden2, layers = model(ids, hidden_layers=[0, 1])
     assert len(layers) == 2 and torch.equal(layers[-1], hidden2)  # the last layer's output is the final hidden
     assert torch.equal(logits2, logits)
+    _, _, picked = model(ids, hidden_layers=[1, 0, 1])  # the listed order, repeats included
+    assert [torch.equal(a, layers[i]) for a, i in zip(picked, [1, 0, 1])] == [True] * 3
+    with pytest.raises(ValueError, match="hidden_layers"):
+        model(ids, hidden_layers=[2])
 
 
 def test_cache_rejects_bad_operations(model):

@@ -68,8 +68,7 @@ def self_distill(
         tokens.append(full)
         hidden.append(out[1])
         if feature_layers:
-            by_layer = dict(zip(sorted(set(feature_layers)), out[2]))
-            layers.append(tuple(by_layer[i] for i in feature_layers))
+            layers.append(tuple(out[2]))
     stacked = tuple(torch.cat(parts) for parts in zip(*layers)) if layers else ()
     return DistillData(torch.cat(tokens), torch.cat(hidden), stacked, windows.shape[1])
 

@@ -38,8 +38,7 @@ def target_forward(
         return target(ids, cache=cache, positions=positions, mask=mask)[0], None
     layers = list(drafter.feature_layers)
     out = target(ids, cache=cache, positions=positions, mask=mask, return_hidden=True, hidden_layers=layers or None)
-    by_layer = dict(zip(sorted(set(layers)), out[2])) if layers else {}  # the model returns them in layer order
-    feats = TargetFeatures(out[1][0], tuple(by_layer[i][0] for i in layers))
+    feats = TargetFeatures(out[1][0], tuple(layer_out[0] for layer_out in out[2]) if layers else ())
     return out[0][0], feats
 
 
