@@ -2,6 +2,7 @@
 
 With no subcommand it continues with the next unsolved exercise. See practice/README.md.
 """
+import os
 import sys
 from pathlib import Path
 
@@ -12,4 +13,7 @@ if str(REPO) not in sys.path:
 from practice.judgekit.cli import main  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code or 0)  # every file is written and closed: skip tearing down torch's modules (about 0.3 s)

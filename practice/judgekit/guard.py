@@ -15,6 +15,11 @@ from typing import Any
 import torch
 
 _SKIP = object()  # a value this module does not compare
+_ATOMS = (type(None), bool, int, float, str)  # values compared with ==
+
+
+def _atoms(values: Any) -> bool:
+    return all(type(v) in _ATOMS for v in values)
 
 
 def snapshot(value: Any) -> Any:
@@ -22,7 +27,7 @@ def snapshot(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return _SKIP if value.is_meta else value.detach().clone()
     if isinstance(value, (list, tuple)):
-        return type(value), [snapshot(v) for v in value]
+        return type(value), (list(value) if _atoms(value) else [snapshot(v) for v in value])
     if isinstance(value, dict):
         return dict, {k: snapshot(v) for k, v in value.items()}
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -61,6 +66,8 @@ def change(before: Any, after: Any) -> str | None:
             return None
         if not isinstance(after, kind) or len(after) != len(items):
             return f"it was {_short(_plain(before))}, is now {_short(after)}"
+        if _atoms(items) and _atoms(after):  # a list of numbers or strings (token ids, parents): one comparison
+            return None if list(after) == items else f"it was {_short(_plain(before))}, is now {_short(after)}"
         if any(change(old, new) is not None for old, new in zip(items, after)):
             return f"it was {_short(_plain(before))}, is now {_short(after)}"
         return None
