@@ -19,6 +19,7 @@ import os
 import re
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import nbformat
@@ -50,6 +51,19 @@ def override_selectors(nb: nbformat.NotebookNode, model: str | None = None, devi
         cell.source = line.sub(f"{name} = {value!r}  # set by notebooks/execute.py", cell.source, count=1)
 
 
+def pop_cell_times(nb: nbformat.NotebookNode) -> dict[int, float]:
+    """Remove each cell's execution timestamps (saved notebooks then change only with their sources and outputs);
+    return {cell index: seconds it ran}."""
+    seconds = {}
+    for i, cell in enumerate(nb.cells):
+        times = cell.get("metadata", {}).pop("execution", None)
+        if times and "iopub.execute_input" in times and "shell.execute_reply" in times:
+            start, end = (datetime.fromisoformat(times[k].replace("Z", "+00:00"))
+                          for k in ("iopub.execute_input", "shell.execute_reply"))
+            seconds[i] = (end - start).total_seconds()
+    return seconds
+
+
 def installed_kernelspec(name: str = "python3") -> dict:
     """The notebook metadata JupyterLab writes for the installed kernel `name` (ipykernel's, from
     requirements.txt): storing exactly this keeps a freshly opened notebook unmodified."""
@@ -66,8 +80,9 @@ def execute_notebook(
     model: str | None = None,
     device: str | None = None,
     out: Path | None = None,
-) -> nbformat.NotebookNode:
+) -> tuple[nbformat.NotebookNode, dict[int, float]]:
     """Run every cell of `path` in a fresh kernel (cwd = notebooks/); raise on the first failing cell.
+    Returns the executed notebook and {cell index: seconds}.
 
     write: save the outputs back into `path` (refused with a model/device override); out: a folder to
     save the executed copy into instead (its name unchanged).
@@ -82,12 +97,13 @@ def execute_notebook(
         client.execute()
         nb.metadata.kernelspec = installed_kernelspec()
     finally:
+        seconds = pop_cell_times(nb)
         if out is not None:
             Path(out).mkdir(parents=True, exist_ok=True)
             nbformat.write(nb, Path(out) / path.name)
     if write:
         nbformat.write(nb, path)
-    return nb
+    return nb, seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in paths:
         start = time.perf_counter()
         try:
-            execute_notebook(path, args.timeout, in_place, args.model, args.device, args.out)
+            _, seconds = execute_notebook(path, args.timeout, in_place, args.model, args.device, args.out)
         except Exception as error:  # noqa: BLE001 - reported per notebook
             if not args.keep_going:
                 raise
@@ -117,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path.name}: FAILED after {time.perf_counter() - start:.1f} s: {type(error).__name__}: "
                   f"{str(error).strip().splitlines()[-1] if str(error).strip() else ''}", flush=True)
             continue
-        print(f"{path.name}: {time.perf_counter() - start:.1f} s", flush=True)
+        slowest = max(seconds.items(), key=lambda item: item[1], default=(None, 0.0))
+        print(f"{path.name}: {time.perf_counter() - start:.1f} s (slowest cell: index {slowest[0]}, {slowest[1]:.1f} s)",
+              flush=True)
     print(f"all {len(paths)}: {time.perf_counter() - total:.1f} s" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
 

@@ -50,7 +50,7 @@ def test_the_other_checkpoint_differs_and_loads(other_checkpoint):
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_with_another_model(path, other_checkpoint, tmp_path):
-    nb = execute.execute_notebook(path, timeout=CELL_TIMEOUT, write=False, model=str(other_checkpoint), out=tmp_path)
+    nb, _ = execute.execute_notebook(path, timeout=CELL_TIMEOUT, write=False, model=str(other_checkpoint), out=tmp_path)
     first = next(c for c in nb.cells if c.cell_type == "code")
     assert f"MODEL = {str(other_checkpoint)!r}" in first.source
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)

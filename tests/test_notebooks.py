@@ -47,13 +47,15 @@ def test_notebook_is_committed_executed(path):
     assert counts == sorted(counts), f"{path.name}: cells executed out of order; run python notebooks/execute.py"
     errors = [o for c in cells for o in c.outputs if o.output_type == "error"]
     assert not errors, f"{path.name}: committed with an error output"
+    timed = [i for i, c in enumerate(nb.cells) if "execution" in c.metadata]
+    assert not timed, f"{path.name}: cells {timed} keep execution timestamps; run python notebooks/execute.py"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_executes_top_to_bottom(path):
     start = time.perf_counter()
-    nb = execute.execute_notebook(path, timeout=CELL_TIMEOUT, write=False)
+    nb, _ = execute.execute_notebook(path, timeout=CELL_TIMEOUT, write=False)
     seconds = time.perf_counter() - start
     assert all(c.execution_count for c in nb.cells if c.cell_type == "code" and c.source.strip())
     print(f"{path.name}: {seconds:.1f} s")
