@@ -37,7 +37,7 @@ def _render_batch(r: dict) -> str:
     bound = "compute-bound" if r["compute_bound"] else "memory-bound"
     return (
         f"batch {r['batch']}: decode step {r['decode_ms']:.2f} ms, verify step ({r['k'] + 1} tokens/seq) "
-        f"{r['verify_ms']:.2f} ms ({bound}) &nbsp;·&nbsp; break-even per-position α = {even}<br>{verdict(r['speedup'])}"
+        f"{r['verify_ms']:.2f} ms ({bound}) &nbsp;·&nbsp; break-even per-position α = {even}<br>model: {verdict(r['speedup'])}"
     )
 
 
@@ -48,7 +48,7 @@ def _draw_batch(r: dict) -> Figure:
     ax.axhline(1, color=SLOWER, lw=1, ls="--", label="plain decoding")
     ax.plot([r["batch"]], [r["speedup"]], "o", ms=12, mfc="none", mec="k", mew=2)
     ax.set_xscale("log", base=2)
-    ax.set(xlabel="batch size (concurrent sequences)", ylabel="speedup", title="speculation vs batch size (roofline)")
+    ax.set(xlabel="batch size (concurrent sequences)", ylabel="speedup", title="speculation vs batch size (roofline model)")
     ax.legend()
     fig.tight_layout()
     return fig

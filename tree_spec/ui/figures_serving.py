@@ -42,7 +42,7 @@ def draw_roofline(batches: Sequence[int], k: int, context: int = 1024, hw: Roofl
     ridge = hw.peak_flops * hw.efficiency / hw.bandwidth
     xs = [0.5, ridge, 1e4]
     ax.plot(xs, [min(hw.peak_flops * hw.efficiency, x * hw.bandwidth) for x in xs], color=BLACK, lw=1.5,
-            label=f"roof: {hw.bandwidth / 1e12:.2f} TB/s, {hw.peak_flops * hw.efficiency / 1e12:.0f} TFLOP/s achieved")
+            label=f"roof: {hw.bandwidth / 1e12:.2f} TB/s, {hw.peak_flops * hw.efficiency / 1e12:.0f} TFLOP/s (assumed efficiency)")
     ax.axvline(ridge, color=GREY, ls=":", lw=1)
     ax.text(ridge * 1.08, 2e12, f"ridge {ridge:.0f} FLOP/B", fontsize=7, color="0.4")
     for i, b in enumerate(batches):
@@ -82,7 +82,7 @@ def draw_break_even(batches: Sequence[int], k: int, draft_cost: float, context: 
     if alpha is not None:
         ax.axhline(alpha, color=GREEN, lw=1, ls=":", label=f"workload α = {alpha}")
     ax.set(xscale="log", xlabel="batch size", ylabel="acceptance needed to break even", ylim=(0, 1.02),
-           title=f"the break-even rises with concurrency (k = {k}, draft cost {draft_cost:g})")
+           title=f"model: the break-even rises with concurrency (k = {k}, draft cost {draft_cost:g})")
     ax.set_xscale("log", base=2)
     ax.legend(fontsize=7, loc="upper left")
     return ax.figure
