@@ -29,8 +29,8 @@ def _render_speedup(r: dict) -> str:
         else f"{r['break_even_alpha']:.3f}"
     return (
         f"tokens per verify E = {r['tokens_per_verify']:.2f} &nbsp;·&nbsp; wall time per token = "
-        f"{r['wall_time_per_token']:.3f} target passes &nbsp;·&nbsp; break-even per-position α = {even}<br>"
-        f"{verdict(r['speedup'])}"
+        f"{r['wall_time_per_token']:.3f} decode steps &nbsp;·&nbsp; break-even per-position α = {even}<br>"
+        f"model (v = 1): {verdict(r['speedup'])}"
     )
 
 
@@ -43,7 +43,7 @@ def _draw_speedup(r: dict) -> Figure:
                 color="C0" if bold else "0.7", label=f"k = {k}" if bold else None, zorder=3 if bold else 1)
     ax.axhline(1, color=SLOWER, lw=1, ls="--", label="plain decoding")
     ax.plot([r["alpha"]], [r["speedup"]], "o", color="C1", zorder=4, label="you are here")
-    ax.set(xlabel="acceptance rate α", ylabel="speedup", title=f"chain speculation, draft cost c = {r['c']:.2f}")
+    ax.set(xlabel="per-position α", ylabel="speedup", title=f"chain speculation, model (v = 1), draft cost c = {r['c']:.2f}")
     ax.legend(loc="upper left")
     fig.tight_layout()
     return fig
@@ -52,7 +52,7 @@ def _draw_speedup(r: dict) -> Figure:
 def speedup_panel(alpha: float = 0.8, k: int = 4, c: float = 0.05) -> Panel:
     """Sliders α, k, c -> speedup_report, with speedup vs α for k = 1..8 (the chosen k bold)."""
     controls = {
-        "alpha": slider("acceptance rate α", alpha, 0.0, 0.99, 0.01),
+        "alpha": slider("per-position α", alpha, 0.0, 0.99, 0.01),
         "k": slider("draft tokens k", k, 1, 8, 1),
         "c": slider("draft cost c", c, 0.0, 1.0, 0.01),
     }
