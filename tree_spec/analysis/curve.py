@@ -118,7 +118,7 @@ class CostCurve:
         return (f"{self.model or 'target'} on {self.hardware or '?'} ({self.threads} thread, torch {self.torch_version}), "
                 f"context {self.context}: decode {self.decode_ms:.2f} ms; ms(n) ≈ {self.intercept_ms:.2f} + "
                 f"{self.slope_ms:.3f}·n for n >= 2; verify of 5 tokens = {self.relative(5):.2f} decode steps, "
-                f"25 tokens = {self.relative(25):.2f}")
+                f"25 tokens = {self.relative(25):.2f} (from the measured points)")
 
     def plot(self, ax=None):
         """Measured points, interpolation and fitted line, in ms and in decode steps -> matplotlib Figure."""

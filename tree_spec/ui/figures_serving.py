@@ -189,8 +189,8 @@ def draw_serving_stack() -> Figure:
                                   (3.9, y, 1.6, "draft: EAGLE-3\nheads or n-gram", ORANGE),
                                   (6.0, y, 1.6, "target FP8/INT4\nverify: k+1\nqueries (§2)", GREEN),
                                   (8.1, y, 1.6, "accept / reject\n(§3)", "white"), (10.4, y, 1.4, "token stream", SKY),
-                                  (10.4, 0.2, 1.6, "Prometheus: α,\nqueue wait, P99", PURPLE),
-                                  (6.0, 0.2, 2.2, "autoscaler (HPA)\non queue wait", PURPLE)):
+                                  (10.4, 0.2, 1.6, "Prometheus: acceptance\ncounters, queue wait,\nP99 latency", PURPLE),
+                                  (6.0, 0.2, 2.2, "autoscaler\non queue wait", PURPLE)):
         box(x, yy, w, text, color)
     for x0, x1 in [(1.3, 1.8), (3.4, 3.9), (5.5, 6.0), (7.6, 8.1), (9.7, 10.4), (11.8, 12.6)]:
         arrow(x0, y + 0.45, x1, y + 0.45)

@@ -126,7 +126,7 @@ def _render_tree(r: dict) -> str:
         f"<br>P(depth d accepted), d = 1..{r['depth']}: {reach} &nbsp;·&nbsp; expected tokens per step "
         f"{r['expected_tokens']:.2f}<br>decode step {r['decode_ms']:.2f} ms, verify step {r['verify_ms']:.2f} ms, "
         f"drafting {r['draft_ms']:.2f} ms &nbsp;·&nbsp; a chain of the same depth: {r['chain_speedup']:.2f}×"
-        f"<br>{verdict(r['speedup'])}"
+        f"<br>model: {verdict(r['speedup'])}"
     )
 
 
@@ -183,7 +183,7 @@ def _draw_tree(r: dict) -> Figure:
     if not r.get("custom"):
         ax.plot([r["width"]], [r["depth"]], "o", ms=12, mfc="none", mec="k", mew=2)
     fig.colorbar(image, ax=ax, label="speedup (black line: 1×)")
-    where = f"measured on {r['curve'].hardware}" if r.get("curve") is not None else "H100 roofline"
+    where = f"model, costs measured on {r['curve'].hardware}" if r.get("curve") is not None else "H100 roofline model"
     model = f"profile of {profile.drafter} ×{r['hit_rate'] / profile.reach([1])[0]:.2f}" if profile is not None \
         else f"i.i.d. hit rate {r['hit_rate']:.2f}"
     shown = f"; your branching {r['branching']}: {r['speedup']:.2f}×" if r.get("custom") else ""
