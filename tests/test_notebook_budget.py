@@ -29,7 +29,6 @@ def test_main_line_within_budget(path):
     assert not long, f"{path.name}: code cells over {MAX_CODE_LINES} lines (index, lines): {long}"
 
 
-
 def test_series_within_budget():
     counts = {path.stem: words(path) for path in NOTEBOOKS}
     assert sum(counts.values()) <= MAX_TOTAL_WORDS, f"{sum(counts.values())} main-line words in all: {counts}"

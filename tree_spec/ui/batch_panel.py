@@ -37,7 +37,7 @@ def _render_batch(r: dict) -> str:
     bound = "compute-bound" if r["compute_bound"] else "memory-bound"
     return (
         f"batch {r['batch']}: decode step {r['decode_ms']:.2f} ms, verify step ({r['k'] + 1} tokens/seq) "
-        f"{r['verify_ms']:.2f} ms ({bound}) &nbsp;·&nbsp; break-even per-position α = {even}<br>model: {verdict(r['speedup'])}"
+        f"{r['verify_ms']:.2f} ms ({bound}) &nbsp;·&nbsp; break-even per-position α = {even}<br>{verdict(r['speedup'])}"
     )
 
 

@@ -30,7 +30,7 @@ def _render_speedup(r: dict) -> str:
     return (
         f"tokens per verify E = {r['tokens_per_verify']:.2f} &nbsp;·&nbsp; wall time per token = "
         f"{r['wall_time_per_token']:.3f} decode steps &nbsp;·&nbsp; break-even per-position α = {even}<br>"
-        f"model (v = 1): {verdict(r['speedup'])}"
+        f"{verdict(r['speedup'], 'model (v = 1)')}"
     )
 
 

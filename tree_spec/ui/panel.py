@@ -128,8 +128,11 @@ def slider(description: str, value: float, lo: float, hi: float, step: float) ->
         return widgets.IntSlider(value, lo, hi, step, description=description, style=style, layout=layout)
     return widgets.FloatSlider(value, min=lo, max=hi, step=step, description=description, style=style, layout=layout,
                                readout_format=".2f")
-def verdict(speedup: float) -> str:
-    """The speedup as bold HTML, green when faster than plain decoding, red when slower."""
+
+
+def verdict(speedup: float, source: str = "model") -> str:
+    """A panel's speedup as bold HTML, named by its source (a panel's figures come from a model), green when faster
+    than plain decoding, red when slower."""
     if speedup >= 1:
-        return f'<b style="color:{FASTER}">speedup {speedup:.2f}× — faster than plain decoding</b>'
-    return f'<b style="color:{SLOWER}">speedup {speedup:.2f}× — SLOWER than plain decoding</b>'
+        return f'{source}: <b style="color:{FASTER}">speedup {speedup:.2f}× — faster than plain decoding</b>'
+    return f'{source}: <b style="color:{SLOWER}">speedup {speedup:.2f}× — SLOWER than plain decoding</b>'

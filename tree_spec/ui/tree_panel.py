@@ -126,7 +126,7 @@ def _render_tree(r: dict) -> str:
         f"<br>P(depth d accepted), d = 1..{r['depth']}: {reach} &nbsp;·&nbsp; expected tokens per step "
         f"{r['expected_tokens']:.2f}<br>decode step {r['decode_ms']:.2f} ms, verify step {r['verify_ms']:.2f} ms, "
         f"drafting {r['draft_ms']:.2f} ms &nbsp;·&nbsp; a chain of the same depth: {r['chain_speedup']:.2f}×"
-        f"<br>model: {verdict(r['speedup'])}"
+        f"<br>{verdict(r['speedup'])}"
     )
 
 
