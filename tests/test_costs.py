@@ -10,6 +10,7 @@ from tree_spec import speculative_generate
 from tree_spec.analysis.curve import (
     COSTS_DIR, CostCurve, ForwardTimer, forward_after, forward_times_after, measure_target_costs,
 )
+from tree_spec.analysis.clocks import last_level_cache_bytes
 from tree_spec.analysis.profile import compare_profiles, matmul_split, profile_forward, profile_ops
 from tree_spec.analysis.timing import (
     TimeSplit, measure_drafter_cost, time_split,
@@ -160,3 +161,11 @@ def test_recorded_curve_of_the_embedded_target():
     assert curve.model == "tiny-qwen3" and curve.threads == 1 and curve.new_tokens[0] == 1
     assert curve.hardware and curve.torch_version
     assert curve.relative(64) > 1.5  # a 64-token forward is not free on a CPU
+
+
+def test_last_level_cache_is_the_largest_cpu_cache_listed(tmp_path):
+    for index, size in enumerate(("48K", "2048K", "480M", "64K")):
+        (tmp_path / f"index{index}").mkdir()
+        (tmp_path / f"index{index}" / "size").write_text(size + "\n")
+    assert last_level_cache_bytes("cpu", tmp_path) == 480 * 2 ** 20
+    assert last_level_cache_bytes("cpu", tmp_path / "missing") is None

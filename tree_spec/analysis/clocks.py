@@ -31,6 +31,22 @@ def hardware_name(device: torch.device | str | None = None) -> str:
     return platform.processor() or platform.machine()
 
 
+CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")  # Linux: one indexN/size file per cache level of cpu0
+
+
+def last_level_cache_bytes(device: torch.device | str | None = None, cpu_caches: Path = CPU_CACHES) -> int | None:
+    """The size of the largest cache in front of `device`'s memory: a CUDA device's L2, or the largest of the CPU
+    caches listed under `cpu_caches` (sizes such as "48K", "2048K", "480M"). None where the system does not say."""
+    if _is_cuda(device):
+        return getattr(torch.cuda.get_device_properties(device), "L2_cache_size", None)
+    units = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30}
+    sizes = []
+    for path in cpu_caches.glob("index*/size"):
+        text = path.read_text().strip()
+        sizes.append(int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text))
+    return max(sizes, default=None)
+
+
 @contextmanager
 def one_thread() -> Iterator[None]:
     """Run torch on one thread inside the block (so thread CPU time measures all of its work)."""

@@ -106,17 +106,23 @@ def matmul_split(model: Transformer, n: int = 1, context: int = 128, repeats: in
     return MatmulSplit(matmul, sum(ms for _, ms, _ in rows) - matmul, sum(calls for *_, calls in rows))
 
 
-def compare_profiles(target: Transformer, n_a: int = 1, n_b: int = 2, context: int = 128, top: int = 10) -> str:
-    """A text table: ms per forward (and calls) of each op at n_a and n_b new tokens, largest increase first."""
-    a = {op: (ms, c) for op, ms, c in profile_forward(target, n_a, context)}
-    b = {op: (ms, c) for op, ms, c in profile_forward(target, n_b, context)}
-    ops = sorted(set(a) | set(b), key=lambda k: b.get(k, (0.0, 0))[0] - a.get(k, (0.0, 0))[0], reverse=True)
+def profile_table(a: list[tuple[str, float, int]], b: list[tuple[str, float, int]], n_a: int, n_b: int,
+                  top: int = 10) -> str:
+    """A text table of two `profile_forward` results (at n_a and n_b new tokens): ms per forward and calls of each
+    op, largest increase first, then all ops."""
+    a_ops, b_ops = {op: (ms, c) for op, ms, c in a}, {op: (ms, c) for op, ms, c in b}
+    ops = sorted(set(a_ops) | set(b_ops), key=lambda k: b_ops.get(k, (0.0, 0))[0] - a_ops.get(k, (0.0, 0))[0],
+                 reverse=True)
     lines = [f"{'op':32s} {f'{n_a} new token(s)':>18s} {f'{n_b} new tokens':>18s} {'change':>8s}   "
              f"(thread CPU ms per forward, calls)"]
     for op in ops[:top]:
-        (ms_a, c_a), (ms_b, c_b) = a.get(op, (0.0, 0)), b.get(op, (0.0, 0))
+        (ms_a, c_a), (ms_b, c_b) = a_ops.get(op, (0.0, 0)), b_ops.get(op, (0.0, 0))
         lines.append(f"{op[:32]:32s} {ms_a:11.3f} ({c_a:3d}) {ms_b:11.3f} ({c_b:3d}) {ms_b - ms_a:+8.3f}")
-    tot_a, tot_b = sum(v[0] for v in a.values()), sum(v[0] for v in b.values())
+    tot_a, tot_b = sum(v[0] for v in a_ops.values()), sum(v[0] for v in b_ops.values())
     lines.append(f"{'all ops':32s} {tot_a:17.3f} {tot_b:17.3f} {tot_b - tot_a:+8.3f}")
     return "\n".join(lines)
 
+
+def compare_profiles(target: Transformer, n_a: int = 1, n_b: int = 2, context: int = 128, top: int = 10) -> str:
+    """`profile_table` of the target's forwards over n_a and n_b new tokens."""
+    return profile_table(profile_forward(target, n_a, context), profile_forward(target, n_b, context), n_a, n_b, top)

@@ -52,7 +52,7 @@ def draw_roofline(batches: Sequence[int], k: int, context: int = 1024, hw: Roofl
         ax.plot(x1, y1, "s", color=VERMILLION, ms=6, label=f"verify ({k + 1} tokens / seq)" if i == 0 else None)
         ax.text(x0, y0 * 0.62, f"B={b}", fontsize=7, ha="center", color=BLUE)
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP per byte moved)",
-           ylabel="attained FLOP/s", title="roofline: decode and verify points by batch size B")
+           ylabel="attained FLOP/s", title="roofline model (assumed inputs): decode and verify by batch size B")
     ax.legend(fontsize=7, loc="upper left")
     return ax.figure
 
