@@ -69,32 +69,30 @@ def run_prompts_experiment(
         drafter = QuantizedSelfDrafter(target, bits=bits)
         tree_speculative_generate(target, drafter, prompts[0], 4, branching=SHAPES["tree"])  # warm-up
         rows: dict[str, dict] = {"plain": dict(branching=[], nodes=0, target_calls=[], tau=[], ms_per_token=[])}
-        expected = []
-        for ids in prompts:
-            new, seconds = _thread_time(
+        rows |= {name: dict(branching=branching, nodes=tree_node_count(branching), target_calls=[], tau=[],
+                            ms_per_token=[], identical=True) for name, branching in SHAPES.items()}
+        counts = {name: dict(accepted=0, proposed=0, reached=0, accepted_depths=0) for name in SHAPES}
+        for ids in prompts:  # the methods take turns prompt by prompt, so a slow spell of the machine hits all
+            plain, seconds = _thread_time(
                 lambda: generate(target, torch.tensor([list(ids)], device=target.device), max_new_tokens)[0].tolist())
-            expected.append(new)
-            rows["plain"]["target_calls"].append(len(new))
+            rows["plain"]["target_calls"].append(len(plain))
             rows["plain"]["tau"].append(1.0)
-            rows["plain"]["ms_per_token"].append(1e3 * seconds / len(new))
-        for name, branching in SHAPES.items():
-            row = dict(branching=branching, nodes=tree_node_count(branching), target_calls=[], tau=[], ms_per_token=[],
-                       identical=True)
-            accepted = proposed = reached = accepted_depths = 0
-            for ids, plain in zip(prompts, expected):
+            rows["plain"]["ms_per_token"].append(1e3 * seconds / len(plain))
+            for name, branching in SHAPES.items():
                 out, seconds = _thread_time(
                     lambda: tree_speculative_generate(target, drafter, ids, max_new_tokens, branching=branching))
+                row, count = rows[name], counts[name]
                 row["target_calls"].append(out.target_calls)
                 row["tau"].append(out.tau)
                 row["ms_per_token"].append(1e3 * seconds / len(out.tokens))
                 row["identical"] &= out.tokens == plain
-                accepted += sum(out.accepted_per_call)
-                proposed += out.proposed
-                reached += sum(out.reached_at_depth)
-                accepted_depths += sum(out.accepted_at_depth)
-            row["alpha"] = accepted_depths / reached if reached else 0.0
-            row["acceptance_ratio"] = accepted / proposed if proposed else 0.0
-            rows[name] = row
+                count["accepted"] += sum(out.accepted_per_call)
+                count["proposed"] += out.proposed
+                count["reached"] += sum(out.reached_at_depth)
+                count["accepted_depths"] += sum(out.accepted_at_depth)
+        for name, count in counts.items():
+            rows[name]["alpha"] = count["accepted_depths"] / count["reached"] if count["reached"] else 0.0
+            rows[name]["acceptance_ratio"] = count["accepted"] / count["proposed"] if count["proposed"] else 0.0
     finally:
         torch.set_num_threads(threads)
     return rows
