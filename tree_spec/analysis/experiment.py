@@ -14,6 +14,7 @@ import torch
 from mini_llm import Transformer, generate, load_model, load_tokenizer
 
 from ..drafters.model import QuantizedSelfDrafter
+from ..core.output import SpecOutput
 from ..core.topology import tree_node_count
 from ..decoding.tree import tree_speculative_generate
 
@@ -71,7 +72,7 @@ def run_prompts_experiment(
         rows: dict[str, dict] = {"plain": dict(branching=[], nodes=0, target_calls=[], tau=[], ms_per_token=[])}
         rows |= {name: dict(branching=branching, nodes=tree_node_count(branching), target_calls=[], tau=[],
                             ms_per_token=[], identical=True) for name, branching in SHAPES.items()}
-        counts = {name: dict(accepted=0, proposed=0, reached=0, accepted_depths=0) for name in SHAPES}
+        outs: dict[str, list[SpecOutput]] = {name: [] for name in SHAPES}
         for ids in prompts:  # the methods take turns prompt by prompt, so a slow spell of the machine hits all
             plain, seconds = _thread_time(
                 lambda: generate(target, torch.tensor([list(ids)], device=target.device), max_new_tokens)[0].tolist())
@@ -81,18 +82,15 @@ def run_prompts_experiment(
             for name, branching in SHAPES.items():
                 out, seconds = _thread_time(
                     lambda: tree_speculative_generate(target, drafter, ids, max_new_tokens, branching=branching))
-                row, count = rows[name], counts[name]
+                row = rows[name]
                 row["target_calls"].append(out.target_calls)
                 row["tau"].append(out.tau)
                 row["ms_per_token"].append(1e3 * seconds / len(out.tokens))
                 row["identical"] &= out.tokens == plain
-                count["accepted"] += sum(out.accepted_per_call)
-                count["proposed"] += out.proposed
-                count["reached"] += sum(out.reached_at_depth)
-                count["accepted_depths"] += sum(out.accepted_at_depth)
-        for name, count in counts.items():
-            rows[name]["alpha"] = count["accepted_depths"] / count["reached"] if count["reached"] else 0.0
-            rows[name]["acceptance_ratio"] = count["accepted"] / count["proposed"] if count["proposed"] else 0.0
+                outs[name].append(out)
+        for name, runs in outs.items():  # pooled over prompts: sums first, the ratio last
+            total = SpecOutput.pooled(runs)
+            rows[name]["alpha"], rows[name]["acceptance_ratio"] = total.alpha, total.acceptance_ratio
     finally:
         torch.set_num_threads(threads)
     return rows
